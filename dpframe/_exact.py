@@ -1,0 +1,85 @@
+"""Exact arithmetic shared by the mechanisms and the ledger.
+
+Privacy parameters are carried as :class:`fractions.Fraction` so that budgets add up
+exactly (eleven charges of 1/11 fit in a budget of 1) and so that every inequality a
+mechanism relies on can be checked without rounding. Floats given by users are read as
+the simplest rational that rounds to them (``0.1`` is 1/10, ``1/11`` is 1/11).
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from contextlib import AbstractContextManager
+from fractions import Fraction
+
+__all__: list[str] = []
+
+# Working precision (decimal digits) for the transcendental values behind the mechanisms.
+_DIGITS = 120
+
+
+def simplest_rational(x: float) -> Fraction:
+    """Return the simplest fraction that rounds to the float ``x`` (``x`` finite).
+
+    "Simplest" means smallest denominator; it lies strictly between the midpoints to
+    ``x``'s neighbouring floats, so ``float(result) == x`` always holds.
+    """
+    if x == 0.0:
+        return Fraction(0)
+    if x < 0.0:
+        return -simplest_rational(-x)
+    exact = Fraction(x)
+    lower = (exact + Fraction(math.nextafter(x, -math.inf))) / 2
+    upper = (exact + Fraction(math.nextafter(x, math.inf))) / 2
+    return _simplest_between(lower, upper)
+
+
+def _simplest_between(lower: Fraction, upper: Fraction | None) -> Fraction:
+    """Simplest fraction in the open interval (lower, upper); ``upper=None`` means +inf."""
+    whole = math.floor(lower)
+    if upper is None or whole + 1 < upper:
+        return Fraction(whole + 1)
+    # lower and upper share the integer part: recurse on the reciprocals of the fractional parts.
+    inner_lower = 1 / (upper - whole)
+    inner_upper = None if lower == whole else 1 / (lower - whole)
+    return whole + 1 / _simplest_between(inner_lower, inner_upper)
+
+
+def _context() -> decimal.Context:
+    return decimal.Context(
+        prec=_DIGITS, rounding=decimal.ROUND_HALF_EVEN, Emin=-(10**17), Emax=10**17
+    )
+
+
+def precise() -> AbstractContextManager[decimal.Context]:
+    """A context manager in which Decimal arithmetic carries ``_DIGITS`` digits."""
+    return decimal.localcontext(_context())
+
+
+def to_decimal(x: Fraction) -> decimal.Decimal:
+    """``x`` to ``_DIGITS`` significant digits (relative error below 1e-119)."""
+    ctx = _context()
+    return ctx.divide(decimal.Decimal(x.numerator), decimal.Decimal(x.denominator))
+
+
+def exp_lower_bound(x: Fraction) -> Fraction:
+    """A rational number guaranteed to be at most ``exp(x)``, within a relative 1e-70 of it.
+
+    The decimal module rounds ``exp`` correctly, so the only errors are the two
+    roundings (conversion of ``x`` and of the result), far below the 1e-70 margin for
+    any ``|x| < 1e15``.
+    """
+    ctx = _context()
+    value = ctx.exp(to_decimal(x))
+    return Fraction(value) * (1 - Fraction(1, 10**70))
+
+
+def exp_decimal(x: Fraction) -> decimal.Decimal:
+    """``exp(x)`` to ``_DIGITS`` significant digits (not a bound, an approximation)."""
+    return _context().exp(to_decimal(x))
+
+
+def log2_of_decimal(x: decimal.Decimal) -> float:
+    """log2 of a positive decimal, as a float (fine for sizing, never for a decision)."""
+    return float(_context().ln(x) / _context().ln(decimal.Decimal(2)))

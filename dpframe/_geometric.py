@@ -1,0 +1,378 @@
+"""The geometric engine: exact two-sided geometric noise, drawn one binary digit at a time.
+
+How a noise value is built (every step vectorized over the whole array):
+
+* ``N = 0`` with probability ``z = (1-γ)/(1+γ)``; otherwise ``N = ±(1 + G)`` with a fair sign.
+* ``G`` is one-sided geometric, ``P(G = g) ∝ γ**g``. Its binary digits are independent:
+  digit ``i`` is 1 with probability ``q_i = β_i / (1 + β_i)``, ``β_i = γ**(2**i)``
+  (write ``γ**g`` as the product of ``β_i`` over the set bits of ``g``). The low ``K``
+  digits form the *head*; whether ``G >= 2**K`` is one more coin, the *overflow*.
+* On overflow, depending on the plan: draw the head again and add ``2**K`` (``repeat``:
+  the geometric is memoryless, so this is exact); or stop at the cap (``cap``: bounded
+  mechanisms only need ``min(|N|, reach)``); or, in constant-time mode when the head
+  cannot reach the cap, land uniformly in a flat *tail* (``tail``).
+
+Every coin is an exact Bernoulli with a dyadic probability: the drawn 64-bit words are
+compared, as one long binary fraction, with the digits of the threshold. Floating point
+never decides an output. Because the coins' probabilities are rounded to dyadic
+numbers, the realized distribution differs slightly from the ideal one; so the plan
+targets ``γ = exp(-ε'(1 - 2**-20))`` (a hair more noise than needed) and
+:func:`privacy_failures` then verifies, in exact rational arithmetic, every likelihood
+ratio the privacy proof needs against a rational ``L <= exp(ε')``. A plan that fails is
+never used.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpframe._exact import exp_decimal, exp_lower_bound, log2_of_decimal, precise
+from dpframe._random import BitSource, uniform_bits
+from dpframe._validation import INT_LIMIT
+from dpframe.errors import DPFrameError, NoiseOverflowError
+
+__all__: list[str] = []
+
+# The plan aims a relative 2**-20 below the requested ε' in the exponent; the dyadic
+# rounding of each coin must stay well inside that slack.
+_SLACK = Fraction(1, 2**20)
+# Unbounded plans stop the head where P(G >= 2**K) <= 2**-16, so repeats are rare.
+_REPEAT_LOG2 = 16
+# Elements processed per block: keeps the working arrays inside the CPU cache.
+_BLOCK = 1 << 16
+# Largest ε' = ε/sensitivity accepted: beyond it the zero coin alone would need
+# hundreds of words of precision, and the release would carry no privacy worth the name.
+MAX_UNIT_EPSILON = Fraction(200)
+# Smallest ε' accepted unbounded: below it, noise beyond ±2**62 has probability > 2**-64.
+MIN_UNIT_EPSILON = Fraction(64 * 7, 10 * 2**61)  # 44.8 / 2**61 > 64 ln 2 / 2**62
+
+OverflowRule = Literal["repeat", "cap", "tail"]
+
+
+@dataclass(frozen=True)
+class Coin:
+    """A Bernoulli coin with the dyadic probability ``numerator / 2**(64 * nwords)``."""
+
+    numerator: int
+    nwords: int
+
+    @functools.cached_property
+    def words(self) -> tuple[np.uint64, ...]:
+        """The threshold's 64-bit digits, most significant first."""
+        mask = (1 << 64) - 1
+        shifts = range(64 * (self.nwords - 1), -1, -64)
+        return tuple(np.uint64((self.numerator >> s) & mask) for s in shifts)
+
+    @property
+    def probability(self) -> Fraction:
+        return Fraction(self.numerator, 1 << (64 * self.nwords))
+
+
+def _coin(p: Decimal, rel_bits: int, *, round_up: bool = False, complement: bool = False) -> Coin:
+    """The dyadic coin nearest ``p`` (or just above it), with relative error below 2**-rel_bits.
+
+    With ``complement=True``, ``p`` is the probability of the coin *not* landing,
+    which keeps coins close to 1 accurate. Precision is relative to ``min(p, 1 - p)``,
+    so both the coin and its complement are accurate.
+    """
+    if not Decimal(0) < p < Decimal(1):
+        raise DPFrameError(f"internal error: coin probability {p} outside (0, 1); please report")
+    smaller = min(p, 1 - p)
+    nwords = max(1, math.ceil((rel_bits + 2 - log2_of_decimal(smaller)) / 64))
+    scaled = p * (Decimal(2) ** (64 * nwords))
+    numerator = int(scaled.to_integral_value(rounding="ROUND_CEILING" if round_up else None))
+    numerator = min(max(numerator, 1), (1 << (64 * nwords)) - 1)
+    if complement:
+        numerator = (1 << (64 * nwords)) - numerator
+    return Coin(numerator, nwords)
+
+
+@dataclass(frozen=True)
+class GeometricPlan:
+    """Everything needed to draw one kind of geometric noise, fixed by public parameters only."""
+
+    unit_epsilon: Fraction
+    ratio_bound: Fraction
+    zero: Coin
+    head: tuple[Coin, ...]
+    overflow: Coin
+    on_overflow: OverflowRule
+    # Largest value of C = |N| - 1 that matters (reach - 1); None when unbounded.
+    cap: int | None
+    tail_bits: int
+
+    @property
+    def words_per_value_constant_time(self) -> float:
+        """Random words each value consumes in constant-time mode."""
+        used = self.zero.nwords + sum(c.nwords for c in self.head) + 1 / 64
+        if self.cap != 0:
+            used += self.overflow.nwords
+        if self.on_overflow == "tail":
+            used += 1
+        return used
+
+
+def _head_bits_for(log2_target: float, eps: float, *, offset: int) -> int:
+    """Smallest K >= 0 with eps * (2**K - offset) >= log2_target * ln 2."""
+    needed = log2_target * math.log(2) / eps + offset
+    return max(0, math.ceil(math.log2(needed)))
+
+
+@functools.lru_cache(maxsize=512)
+def geometric_plan(unit_epsilon: Fraction, reach: int | None, constant_time: bool) -> GeometricPlan:
+    """Build and verify the plan for noise with ``ε' = unit_epsilon``.
+
+    ``reach`` is ``hi - lo`` for bounded mechanisms (outputs are clamped, so only
+    ``min(|N|, reach)`` matters), None for unbounded ones.
+    """
+    ratio_bound = exp_lower_bound(unit_epsilon)
+    for extra_bits in (0, 32, 96):
+        with precise():
+            plan = _build_plan(unit_epsilon, ratio_bound, reach, constant_time, extra_bits)
+        if not privacy_failures(plan, reach):
+            return plan
+    raise DPFrameError(
+        f"internal error: no verified geometric plan for epsilon/sensitivity={unit_epsilon}, "
+        f"reach={reach}; please report"
+    )
+
+
+def _build_plan(
+    unit_epsilon: Fraction,
+    ratio_bound: Fraction,
+    reach: int | None,
+    constant_time: bool,
+    extra_bits: int,
+) -> GeometricPlan:
+    target = unit_epsilon * (1 - _SLACK)
+    eps = float(target)
+    gamma = exp_decimal(-target)
+    # The verified ratios have a relative slack of about eps * 2**-20; the up to ~64 rounded
+    # coins that enter one ratio must together stay far below it.
+    rel_bits = 30 + max(0, math.ceil(-math.log2(eps))) + extra_bits
+
+    def beta(i: int) -> Decimal:
+        return exp_decimal(-target * (1 << i))
+
+    repeat_bits = _head_bits_for(_REPEAT_LOG2, eps, offset=0)
+    tail_bits = 0
+    rule: OverflowRule
+    cap = None if reach is None else reach - 1
+    if cap is None:
+        rule, n_head = "repeat", repeat_bits
+    else:
+        cap_bits = cap.bit_length()
+        if constant_time:
+            inverse_gap = math.ceil(1 / (ratio_bound - 1))
+            tail_bits = (cap + inverse_gap + 2).bit_length()
+            precision_bits = _head_bits_for(64 + tail_bits, eps, offset=1)
+            rule, n_head = (
+                ("cap", cap_bits) if cap_bits <= precision_bits else ("tail", precision_bits)
+            )
+        else:
+            rule, n_head = ("cap", cap_bits) if cap_bits <= repeat_bits else ("repeat", repeat_bits)
+
+    # P(N = 0) = (1 - γ)/(1 + γ), built from its complement 2γ/(1 + γ) so it stays exact near 1.
+    zero = _coin(2 * gamma / (1 + gamma), rel_bits, complement=True)
+    head = tuple(_coin(beta(i) / (1 + beta(i)), rel_bits) for i in range(n_head))
+    if rule == "tail":
+        head_end = math.prod((c.probability for c in head), start=Fraction(1))
+        ratio = Decimal(head_end.numerator) / Decimal(head_end.denominator) * 2**tail_bits
+        overflow = _coin(ratio / (1 + ratio), rel_bits, round_up=True)
+    else:
+        overflow = _coin(beta(n_head), rel_bits, round_up=rule == "cap")
+    return GeometricPlan(
+        unit_epsilon=unit_epsilon,
+        ratio_bound=ratio_bound,
+        zero=zero,
+        head=head,
+        overflow=overflow,
+        on_overflow=rule,
+        cap=cap,
+        tail_bits=tail_bits,
+    )
+
+
+def privacy_failures(plan: GeometricPlan, reach: int | None) -> list[str]:
+    """Every privacy condition the plan violates, checked exactly (empty list: the plan is ε'-DP).
+
+    With ``L = plan.ratio_bound <= exp(ε')`` and neighbouring values ``v, v+1``, the
+    conditions below make each output at most ``L`` times likelier under one value than
+    under the other; ``sensitivity`` unit steps then give ``exp(ε)``. Outputs are
+    ``v + N`` (unbounded) or ``clamp(v + N, lo, hi)``; clamping turns the end points
+    into tail sums, hence the conditions on ``P(N >= t)``.
+    """
+    bound = plan.ratio_bound
+    z = plan.zero.probability
+    q = [c.probability for c in plan.head]
+    w = plan.overflow.probability
+    rho = [p / (1 - p) for p in q]
+    head_zero = math.prod((1 - p for p in q), start=Fraction(1))  # P(head = 0)
+    head_end = math.prod(q, start=Fraction(1))  # P(head = 2**K - 1)
+    side = (1 - z) / 2  # P(N = +1 + g) = side * P(G = g)
+    failures: list[str] = []
+
+    def need(condition: bool, what: str) -> None:
+        if not condition:
+            failures.append(what)
+
+    bounded = reach is not None
+    if bounded:
+        # Upper end point for v = hi - 1 against v = hi: P(N >= 0) <= bound * P(N >= 1).
+        need(z <= (bound - 1) * side, "end point: zero mass too large")
+    interior = not bounded or (reach is not None and reach >= 2)
+    if interior:
+        g_zero = (1 - w) * head_zero
+        need(z <= bound * side * g_zero, "P(0) <= bound P(1)")
+        need(side * g_zero <= bound * z, "P(1) <= bound P(0)")
+        prefix = Fraction(1)
+        for t, r in enumerate(rho):
+            # G = g with t trailing one-bits, then g + 1: the ratio is prod(rho[:t]) / rho[t].
+            ratio = prefix / r
+            need(ratio <= bound and 1 / ratio <= bound, f"head step with {t} trailing ones")
+            prefix *= r
+    if plan.on_overflow == "repeat":
+        # Block boundary: P(G = j 2**K + 2**K - 1) against P(G = (j+1) 2**K).
+        need(head_end <= bound * w * head_zero, "repeat boundary, downward")
+        need(w * head_zero <= bound * head_end, "repeat boundary, upward")
+    elif interior:
+        # Clamped end point: P(C = c) <= (bound - 1) P(C > c) for every c <= reach - 2; the head
+        # steps give it inside the head, the overflow mass must cover the rest.
+        need(w * (bound - 1) >= (1 - w) * head_end, "overflow mass below the clamped tail")
+    if plan.on_overflow == "tail" and reach is not None:
+        n_head = len(q)
+        density = w / 2**plan.tail_bits
+        end = (1 - w) * head_end
+        if 2**n_head <= reach - 2:
+            need(end <= bound * density and density <= bound * end, "head end against tail")
+        need((bound - 1) * (2**n_head + 2**plan.tail_bits + 1 - reach) >= 1, "tail too short")
+    return failures
+
+
+def _bernoulli(source: BitSource, coin: Coin, n: int, constant_time: bool) -> NDArray[np.bool_]:
+    """``n`` exact draws of ``coin``: a uniform binary fraction compared with its threshold.
+
+    The first word decides except on a tie (probability 2**-64 per word); constant-time
+    mode draws every further word for every element, the default only for the ties.
+    """
+    first, *rest = coin.words
+    u = source.words(n)
+    below = u < first
+    if not rest:
+        return below
+    tie = u == first
+    if constant_time:
+        for digit in rest:
+            u = source.words(n)
+            below |= tie & (u < digit)
+            tie &= u == digit
+        return below
+    undecided = np.flatnonzero(tie)
+    for digit in rest:
+        if not undecided.size:
+            break
+        u = source.words(undecided.size)
+        below[undecided[u < digit]] = True
+        undecided = undecided[u == digit]
+    return below
+
+
+def _head(plan: GeometricPlan, source: BitSource, n: int, constant_time: bool) -> NDArray[np.int64]:
+    value = np.zeros(n, dtype=np.int64)
+    for i, coin in enumerate(plan.head):
+        bit = _bernoulli(source, coin, n, constant_time)
+        np.bitwise_or(value, np.left_shift(bit, i, dtype=np.int64), out=value)
+    return value
+
+
+def _block(
+    plan: GeometricPlan, source: BitSource, n: int, constant_time: bool
+) -> NDArray[np.int64]:
+    is_zero = _bernoulli(source, plan.zero, n, constant_time)
+    negative = uniform_bits(source, n)
+    cap = plan.cap
+    value = _head(plan, source, n, constant_time)  # C = |N| - 1, before the overflow rule
+    if cap == 0:
+        value[:] = 0
+    elif plan.on_overflow == "cap" and cap is not None:
+        over = _bernoulli(source, plan.overflow, n, constant_time)
+        value = np.where(over, cap, np.minimum(value, cap))
+    elif plan.on_overflow == "tail":
+        if cap is None:
+            raise DPFrameError("internal error: tail plan without cap; please report")
+        over = _bernoulli(source, plan.overflow, n, constant_time)
+        tail = (source.words(n) >> np.uint64(64 - plan.tail_bits)).astype(np.int64)
+        landed = np.minimum(tail + (1 << len(plan.head)), cap)
+        value = np.where(over, landed, np.minimum(value, cap))
+    else:
+        _repeat(plan, source, value, _bernoulli(source, plan.overflow, n, False))
+        if cap is not None:
+            np.minimum(value, cap, out=value)
+    magnitude = np.where(is_zero, 0, value + 1)
+    return np.where(negative, -magnitude, magnitude)
+
+
+def _repeat(
+    plan: GeometricPlan, source: BitSource, value: NDArray[np.int64], over: NDArray[np.bool_]
+) -> None:
+    """Memoryless continuation: while the overflow coin says G >= 2**K, add 2**K and redraw."""
+    step = 1 << len(plan.head)
+    pending = np.flatnonzero(over)
+    while pending.size:
+        value[pending] += step
+        if plan.cap is not None:
+            # Past the cap the result is clamped anyway: at most reach / 2**K rounds.
+            pending = pending[value[pending] < plan.cap]
+        elif int(value[pending].max()) > INT_LIMIT:
+            raise NoiseOverflowError(
+                "the geometric noise drawn exceeded 2**62 (probability below 2**-64 for the "
+                "accepted parameters); nothing was released. Use a larger epsilon or bounds=."
+            )
+        if not pending.size:
+            break
+        value[pending] += _head(plan, source, pending.size, False)
+        pending = pending[_bernoulli(source, plan.overflow, pending.size, False)]
+
+
+def geometric_noise(
+    plan: GeometricPlan, n: int, source: BitSource, constant_time: bool
+) -> NDArray[np.int64]:
+    """``n`` independent noise values for ``plan``, drawn in cache-sized blocks."""
+    noise = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _BLOCK):
+        stop = min(n, start + _BLOCK)
+        noise[start:stop] = _block(plan, source, stop - start, constant_time)
+    return noise
+
+
+def _log(p: Fraction) -> float:
+    return math.log(p.numerator) - math.log(p.denominator)
+
+
+def realized_log_pmf(plan: GeometricPlan, noise: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Natural log of the exact realized probability of each noise value (unbounded plans).
+
+    Computed from the coins' exact probabilities; float64 only in the final logarithms.
+    """
+    if plan.on_overflow != "repeat" or plan.cap is not None:
+        raise DPFrameError("internal error: realized_log_pmf needs an unbounded plan")
+    noise = np.asarray(noise, dtype=np.int64)
+    n_head = len(plan.head)
+    g = np.abs(noise) - 1
+    safe_g = np.maximum(g, 0)
+    blocks = safe_g >> n_head
+    log_p = blocks * _log(plan.overflow.probability) + _log(1 - plan.overflow.probability)
+    log_p = log_p.astype(np.float64)
+    for i, coin in enumerate(plan.head):
+        bit = (safe_g >> i) & 1
+        log_p += np.where(bit == 1, _log(coin.probability), _log(1 - coin.probability))
+    side = _log((1 - plan.zero.probability) / 2)
+    return np.where(noise == 0, _log(plan.zero.probability), side + log_p)

@@ -1,0 +1,143 @@
+"""Every check of a user-supplied parameter, in one place.
+
+Each checker either returns the parameter in the exact form the rest of dpframe uses
+(privacy parameters as :class:`~fractions.Fraction`, bounds as Python ints or floats)
+or raises a dpframe error whose message names the parameter and the fix. Nothing here
+looks at data values except :func:`integer_array`, which checks their type and range.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpframe._exact import simplest_rational
+from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
+
+__all__: list[str] = []
+
+# Integers released by the geometric family stay inside ±2**62 so that value + noise
+# can never wrap around int64.
+INT_LIMIT = 2**62
+
+
+def _real(value: Any, name: str, fix: str) -> Fraction:
+    """``value`` as an exact Fraction, refusing non-numbers, bools, NaN and infinities."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidParameterTypeError(
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}. {fix}"
+        )
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    if isinstance(value, Fraction):
+        return value
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}")
+    return simplest_rational(as_float)
+
+
+def epsilon(value: Any, name: str = "epsilon") -> Fraction:
+    """A privacy-loss parameter: a finite real number > 0."""
+    fix = f"Pass a positive number such as {name}=1.0 (smaller means more privacy, more noise)."
+    result = _real(value, name, fix)
+    if result <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {value!r}. {fix}")
+    return result
+
+
+def delta(value: Any, name: str = "delta", *, allow_zero: bool = True) -> Fraction:
+    """A failure probability: a finite real in [0, 1) (or (0, 1) when ``allow_zero`` is False)."""
+    fix = f"Pass {name}=0 for pure DP, or a small probability such as {name}=1e-6."
+    result = _real(value, name, fix)
+    if result < 0 or result >= 1 or (result == 0 and not allow_zero):
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise InvalidParameterError(f"{name} must be in {interval}, got {value!r}. {fix}")
+    return result
+
+
+def sensitivity(value: Any, name: str = "sensitivity") -> Fraction:
+    """A sensitivity: a finite real number > 0."""
+    fix = (
+        f"{name} is the most one person's row can change the result "
+        f"(1 for a count); pass a positive number."
+    )
+    result = _real(value, name, fix)
+    if result <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {value!r}. {fix}")
+    return result
+
+
+def probability(value: Any, name: str) -> float:
+    """A probability strictly inside (0, 1), as a float."""
+    fix = f"Pass {name} strictly between 0 and 1, for example {name}=0.5."
+    result = _real(value, name, fix)
+    if not 0 < result < 1:
+        raise InvalidParameterError(
+            f"{name} must be strictly between 0 and 1, got {value!r}. {fix}"
+        )
+    return float(value)
+
+
+def choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    """One of a fixed set of strings."""
+    if not isinstance(value, str) or value not in allowed:
+        options = ", ".join(repr(a) for a in allowed)
+        raise InvalidParameterError(f"{name} must be one of {options}; got {value!r}.")
+    return value
+
+
+def integer_bounds(value: Any, name: str = "bounds") -> tuple[int, int]:
+    """A pair ``(lo, hi)`` of integers with ``lo <= hi``, inside ±2**61."""
+    fix = f"Pass {name}=(lo, hi) with two integers, lo <= hi, declared without looking at the data."
+    if isinstance(value, str) or not isinstance(value, tuple | list) or len(value) != 2:
+        raise InvalidParameterTypeError(f"{name} must be a pair (lo, hi), got {value!r}. {fix}")
+    pair: list[int] = []
+    for end in value:
+        if isinstance(end, bool | np.bool_) or not isinstance(end, numbers.Integral):
+            raise InvalidParameterTypeError(
+                f"{name} must hold integers, got {end!r} of type {type(end).__name__}. {fix}"
+            )
+        pair.append(int(end))
+    lo, hi = pair
+    if lo > hi:
+        raise InvalidParameterError(
+            f"{name} must have lo <= hi, got {value!r}. Swap them: {name}=({hi}, {lo})."
+        )
+    if max(abs(lo), abs(hi)) > INT_LIMIT // 2:
+        raise NoiseOverflowError(
+            f"{name}={value!r} is too wide: both ends must lie within ±2**61 so that value "
+            f"plus noise fits in int64. Use narrower bounds."
+        )
+    return lo, hi
+
+
+def integer_array(values: Any, name: str = "values") -> NDArray[np.int64]:
+    """``values`` as an int64 array; refuses floats, bools, objects and out-of-range integers."""
+    array = np.asarray(values)
+    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
+        raise InvalidParameterTypeError(
+            f"{name} must hold integers (the geometric mechanism releases integers), got "
+            f"dtype {array.dtype}. Round or cast first, for example np.rint(x).astype('int64'), "
+            f"or use dpframe.mechanisms.laplace for real-valued data."
+        )
+    if array.size and array.dtype.kind == "u" and int(array.max()) > INT_LIMIT:
+        raise NoiseOverflowError(
+            f"{name} holds integers above 2**62; value plus noise could overflow int64. "
+            f"Pass bounds=(lo, hi) to clamp them first."
+        )
+    return array.astype(np.int64, copy=False)
+
+
+def check_unbounded_range(values: NDArray[np.int64], name: str = "values") -> None:
+    """Refuse integers whose magnitude leaves no room for noise inside int64."""
+    if values.size and (int(values.max()) > INT_LIMIT or int(values.min()) < -INT_LIMIT):
+        raise NoiseOverflowError(
+            f"{name} holds integers beyond ±2**62; value plus noise could overflow int64. "
+            f"Pass bounds=(lo, hi) to clamp them first."
+        )

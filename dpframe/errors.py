@@ -1,0 +1,63 @@
+"""The exceptions dpframe raises.
+
+Every privacy mistake raises one of these; none is a warning. Each subclasses the
+built-in exception a Python user would expect (``ValueError``, ``TypeError``,
+``KeyError``), so ``except ValueError`` keeps working, and each message names the
+parameter at fault and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "DPFrameError",
+    "DomainError",
+    "InvalidParameterError",
+    "InvalidParameterTypeError",
+    "LedgerConflictError",
+    "MissingColumnError",
+    "NoiseOverflowError",
+]
+
+
+class DPFrameError(Exception):
+    """Base class of every exception raised by dpframe."""
+
+
+class InvalidParameterError(DPFrameError, ValueError):
+    """A parameter has the right type but a value that would break the privacy guarantee.
+
+    Examples: ``epsilon=0``, ``epsilon=float("nan")``, ``bounds=(5, 1)``.
+    """
+
+
+class InvalidParameterTypeError(DPFrameError, TypeError):
+    """A parameter has a type dpframe cannot use (a string for ``epsilon``, floats as counts)."""
+
+
+class NoiseOverflowError(DPFrameError, ValueError):
+    """Values plus noise could leave the range of the integer or float type used to release them."""
+
+
+class DomainError(DPFrameError, ValueError):
+    """A grouping column has no declared domain, or the declared domain is unusable.
+
+    Group keys must never be read off the data: releasing only the keys present in
+    the data reveals who is in it.
+    """
+
+
+class MissingColumnError(DPFrameError, KeyError):
+    """A column named in a call does not exist in the frame."""
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would wrap the message in quotes.
+        return str(self.args[0]) if self.args else ""
+
+
+class BudgetExceededError(DPFrameError, ValueError):
+    """A release would spend more than the privacy budget that remains. Nothing was charged."""
+
+
+class LedgerConflictError(DPFrameError, ValueError):
+    """Frames that spend different privacy budgets were combined."""

@@ -1,0 +1,376 @@
+"""dpframe.mechanisms.geometric: distribution, privacy, randomness, constant time, bad input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+import dpframe.mechanisms as dpm
+from dpframe import _geometric, _random
+from dpframe.errors import (
+    DPFrameError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    NoiseOverflowError,
+)
+from tests._stats import (
+    FALSE_ALARM,
+    audit,
+    chi_square_pvalue,
+    truncated_geometric_pmf,
+    two_sided_geometric_pmf,
+)
+
+N_GOF = 1_000_000
+
+
+def _unbounded_support(epsilon: float) -> NDArray[np.int64]:
+    width = int(45 / epsilon) + 2  # mass beyond is below exp(-45)
+    return np.arange(-width, width + 1)
+
+
+# ---------------------------------------------------------------- goodness of fit
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 1.0, 5.0])
+@pytest.mark.parametrize("sensitivity", [1, 3])
+def test_unbounded_noise_matches_exact_pmf(epsilon: float, sensitivity: int) -> None:
+    true_value = 1000
+    out = dpm.geometric(np.full(N_GOF, true_value), epsilon=epsilon, sensitivity=sensitivity)
+    unit = epsilon / sensitivity
+    support = _unbounded_support(unit)
+    p = chi_square_pvalue(out - true_value, support, two_sided_geometric_pmf(support, unit))
+    assert p > FALSE_ALARM
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "sensitivity", "true_value", "bounds", "constant_time"),
+    [
+        (0.1, 1, 20, (0, 30), False),  # seed 002, Figure 2.1
+        (0.1, 1, 20, (0, 30), True),
+        (0.01, 1, 3, (0, 50), False),
+        (0.01, 3, 40, (0, 50), True),
+        (1.0, 1, 0, (0, 10), False),
+        (1.0, 3, 500, (0, 10**6), True),  # head far shorter than the reach: flat tail
+        (5.0, 1, 7, (-5, 9), True),
+        (5.0, 3, 7, (-5, 9), False),
+        (0.1, 1, 400, (0, 1000), True),
+        (1.0, 1, 5, (5, 6), True),  # reach 1
+    ],
+)
+def test_bounded_noise_matches_exact_pmf(
+    epsilon: float, sensitivity: int, true_value: int, bounds: tuple[int, int], constant_time: bool
+) -> None:
+    out = dpm.geometric(
+        np.full(N_GOF, true_value),
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=bounds,
+        constant_time=constant_time,
+    )
+    assert out.min() >= bounds[0]
+    assert out.max() <= bounds[1]
+    outputs, pmf = truncated_geometric_pmf(true_value, bounds, epsilon / sensitivity)
+    assert chi_square_pvalue(out, outputs, pmf) > FALSE_ALARM
+
+
+def test_seed_002_figure_2_1_end_masses() -> None:
+    """n = 30, count 20, epsilon 0.1: P(0) ~ 0.071 and P(0 or 30) ~ 0.264."""
+    _, pmf = truncated_geometric_pmf(20, (0, 30), 0.1)
+    assert pmf[0] == pytest.approx(0.0711, abs=5e-4)
+    assert pmf[0] + pmf[-1] == pytest.approx(0.2642, abs=5e-4)
+    out = dpm.geometric(np.full(N_GOF, 20), epsilon=0.1, bounds=(0, 30))
+    # 5.3 standard errors is a two-sided false-alarm rate below 1e-6 for a proportion.
+    se = math.sqrt(pmf[0] * (1 - pmf[0]) / N_GOF)
+    assert abs(float(np.mean(out == 0)) - pmf[0]) < 5.3 * se
+
+
+def test_goodness_of_fit_rejects_a_wrong_epsilon() -> None:
+    """Validity twin: the same test rejects noise with 25% too little scale."""
+    weak = dpm.geometric(np.zeros(N_GOF, dtype=np.int64), epsilon=1.0 / 0.75)
+    support = _unbounded_support(1.0)
+    assert chi_square_pvalue(weak, support, two_sided_geometric_pmf(support, 1.0)) < FALSE_ALARM
+
+
+# ---------------------------------------------------------------- neighbour audit
+
+
+def _release(**kwargs: Any) -> Callable[[int, int], NDArray[np.int64]]:
+    def draw(value: int, n: int) -> NDArray[np.int64]:
+        return dpm.geometric(np.full(n, value), **kwargs)
+
+    return draw
+
+
+AUDITS = [
+    pytest.param({"epsilon": 1.0}, 10, 11, None, id="unbounded"),
+    pytest.param({"epsilon": 1.0, "sensitivity": 3}, 10, 13, None, id="sensitivity-3"),
+    pytest.param({"epsilon": 1.0, "bounds": (0, 30)}, 20, 21, (0, 30), id="truncated"),
+    pytest.param({"epsilon": 1.0, "bounds": (0, 30)}, 29, 30, (0, 30), id="truncated-edge"),
+    pytest.param(
+        {"epsilon": 1.0, "bounds": (0, 10**6), "constant_time": True}, 0, 1, (0, 10**6), id="ct"
+    ),
+]
+
+
+def _pmf_for(
+    bounds: tuple[int, int] | None, epsilon: float
+) -> Callable[[int], NDArray[np.float64]]:
+    def pmf(value: int) -> NDArray[np.float64]:
+        if bounds is None or bounds[1] - bounds[0] > 200:
+            return two_sided_geometric_pmf(_unbounded_support(epsilon), epsilon)
+        return truncated_geometric_pmf(value, bounds, epsilon)[1]
+
+    return pmf
+
+
+@pytest.mark.parametrize(("kwargs", "value", "neighbour", "bounds"), AUDITS)
+def test_neighbour_audit(
+    kwargs: dict[str, Any], value: int, neighbour: int, bounds: tuple[int, int] | None
+) -> None:
+    epsilon = kwargs["epsilon"]
+    unit = epsilon / kwargs.get("sensitivity", 1)
+    worst, tolerance = audit(_release(**kwargs), value, neighbour, _pmf_for(bounds, unit), epsilon)
+    assert worst < tolerance
+
+
+@pytest.mark.parametrize(("kwargs", "value", "neighbour", "bounds"), AUDITS)
+def test_neighbour_audit_catches_25_percent_less_noise(
+    kwargs: dict[str, Any], value: int, neighbour: int, bounds: tuple[int, int] | None
+) -> None:
+    """Validity twin: noise scaled by 0.75 (epsilon / 0.75) must fail the same audit."""
+    epsilon = kwargs["epsilon"]
+    unit = epsilon / kwargs.get("sensitivity", 1)
+    weakened = {**kwargs, "epsilon": epsilon / 0.75}
+    worst, tolerance = audit(
+        _release(**weakened), value, neighbour, _pmf_for(bounds, unit), epsilon
+    )
+    assert worst > tolerance
+
+
+# ---------------------------------------------------------------- exactness of the plan
+
+
+PLAN_CASES = [
+    (unit, reach, constant_time)
+    for unit in ["1/100000", "1/100", "1/10", "1", "5", "30", "200"]
+    for reach in [None, 1, 2, 3, 30, 1000, 10**6, 2**40]
+    for constant_time in [False, True]
+    if reach is not None or not constant_time  # constant time needs bounds
+]
+
+
+@pytest.mark.parametrize(("unit_epsilon", "reach", "constant_time"), PLAN_CASES)
+def test_every_plan_is_verified(unit_epsilon: str, reach: int | None, constant_time: bool) -> None:
+    plan = _geometric.geometric_plan(Fraction(unit_epsilon), reach, constant_time)
+    assert _geometric.privacy_failures(plan, reach) == []
+    assert plan.ratio_bound <= Fraction(math.exp(float(Fraction(unit_epsilon))) * (1 + 1e-12))
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda p: {"zero": _geometric.Coin(p.zero.numerator * 3 // 2, p.zero.nwords)},
+        lambda p: {
+            "overflow": _geometric.Coin(max(1, p.overflow.numerator // 4), p.overflow.nwords)
+        },
+        lambda p: {"head": (_geometric.Coin(p.head[0].numerator // 2, 1), *p.head[1:])},
+        lambda p: {"ratio_bound": p.ratio_bound * (1 - Fraction(1, 2**10))},
+    ],
+)
+@pytest.mark.parametrize("constant_time", [False, True])
+def test_plan_verification_catches_a_broken_plan(
+    break_it: Callable[[_geometric.GeometricPlan], dict[str, Any]], constant_time: bool
+) -> None:
+    """Validity twin of the verification: a perturbed coin or a tighter L must be flagged."""
+    import dataclasses
+
+    reach = 30
+    plan = _geometric.geometric_plan(Fraction(1, 10), reach, constant_time)
+    broken = dataclasses.replace(plan, **break_it(plan))
+    assert _geometric.privacy_failures(broken, reach)
+
+
+def test_realized_probabilities_are_close_to_ideal() -> None:
+    """The exact realized PMF differs from the ideal one by the documented factor only."""
+    for unit in (Fraction(1, 100), Fraction(1), Fraction(5)):
+        plan = _geometric.geometric_plan(unit, None, False)
+        noise = np.arange(-300, 301)
+        realized = _geometric.realized_log_pmf(plan, noise)
+        a = math.exp(-float(unit))
+        ideal = math.log((1 - a) / (1 + a)) - float(unit) * np.abs(noise)
+        bound = 2.0**-19 * (1 + float(unit) * np.abs(noise)) + 1e-12 * (1 + np.abs(ideal))
+        assert np.all(np.abs(realized - ideal) <= bound)
+
+
+# ---------------------------------------------------------------- randomness
+
+
+def test_default_randomness_differs_between_calls_and_ignores_numpy_seed() -> None:
+    values = np.zeros(1000, dtype=np.int64)
+    np.random.seed(0)  # noqa: NPY002 - the legacy global seed must have no effect
+    first = dpm.geometric(values, epsilon=1.0)
+    np.random.seed(0)  # noqa: NPY002 - the legacy global seed must have no effect
+    second = dpm.geometric(values, epsilon=1.0)
+    # Equal only with probability below 0.5**1000.
+    assert not np.array_equal(first, second)
+
+
+def test_caller_rng_is_reproducible() -> None:
+    values = np.arange(100)
+    a = dpm.geometric(values, epsilon=1.0, rng=np.random.default_rng(7))
+    b = dpm.geometric(values, epsilon=1.0, rng=7)
+    assert np.array_equal(a, b)
+
+
+def test_default_source_is_cryptographic() -> None:
+    assert isinstance(_random.bit_source(None), _random.CryptoBitSource)
+    assert _random.bit_source(None).private
+    assert not _random.bit_source(np.random.default_rng(1)).private
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.words = 0
+
+
+@pytest.fixture
+def word_counter(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    counter = _Counter()
+    original = _random.CryptoBitSource.words
+
+    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
+        counter.words += n
+        return original(self, n)
+
+    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
+    return counter
+
+
+@pytest.mark.parametrize(("epsilon", "bounds"), [(1.0, (0, 10**6)), (0.1, (0, 30)), (5.0, (-3, 3))])
+def test_constant_time_draws_the_same_words_for_any_value(
+    word_counter: _Counter, epsilon: float, bounds: tuple[int, int]
+) -> None:
+    lo, hi = bounds
+    counts = []
+    for value in (lo, (lo + hi) // 2, hi, hi + 10**5, lo - 10**5):
+        word_counter.words = 0
+        dpm.geometric(np.full(5000, value), epsilon=epsilon, bounds=bounds, constant_time=True)
+        counts.append(word_counter.words)
+    assert len(set(counts)) == 1
+
+
+def test_constant_time_draws_the_same_words_for_any_noise(word_counter: _Counter) -> None:
+    """One value per call: the word count must not depend on the noise that came out."""
+    words_by_noise: dict[int, set[int]] = {}
+    for _ in range(3000):
+        word_counter.words = 0
+        out = int(dpm.geometric([15], epsilon=0.3, bounds=(0, 30), constant_time=True)[0])
+        words_by_noise.setdefault(abs(out - 15), set()).add(word_counter.words)
+    assert len(set().union(*words_by_noise.values())) == 1
+    assert min(words_by_noise) == 0
+    assert max(words_by_noise) >= 10
+
+
+def test_default_mode_word_count_does_depend_on_noise(word_counter: _Counter) -> None:
+    """Validity twin: without constant_time, large noise costs more words."""
+    seen = set()
+    for _ in range(20):
+        word_counter.words = 0
+        # Repeats (noise past the head, probability ~2**-16 each) vary between calls.
+        dpm.geometric(np.full(200_000, 15), epsilon=0.05, bounds=(0, 10**4))
+        seen.add(word_counter.words)
+    assert len(seen) > 1
+
+
+# ---------------------------------------------------------------- shapes and bad input
+
+
+def test_shape_dtype_and_scalars() -> None:
+    out = dpm.geometric(np.arange(12).reshape(3, 4), epsilon=1.0)
+    assert out.shape == (3, 4)
+    assert out.dtype == np.int64
+    assert dpm.geometric(5, epsilon=1.0).shape == ()
+    assert dpm.geometric(np.array([], dtype=np.int64), epsilon=1.0).shape == (0,)
+    assert dpm.geometric([3, 3], epsilon=1.0, bounds=(3, 3)).tolist() == [3, 3]
+
+
+def test_values_are_clamped_into_bounds_before_noise() -> None:
+    out = dpm.geometric(np.full(10000, 10**9), epsilon=5.0, bounds=(0, 10))
+    assert out.min() >= 0
+    assert out.max() == 10
+    assert np.mean(out == 10) > 0.9
+
+
+BAD_EPSILONS = [0, -1, -0.5, float("nan"), float("inf"), -float("inf"), "1", None, True, [1.0]]
+
+
+@pytest.mark.parametrize("bad", BAD_EPSILONS)
+def test_bad_epsilon_is_refused(bad: Any) -> None:
+    with pytest.raises((InvalidParameterError, InvalidParameterTypeError), match="epsilon"):
+        dpm.geometric([1, 2], epsilon=bad)
+
+
+@pytest.mark.parametrize("bad", BAD_EPSILONS)
+def test_bad_sensitivity_is_refused(bad: Any) -> None:
+    with pytest.raises((InvalidParameterError, InvalidParameterTypeError), match="sensitivity"):
+        dpm.geometric([1, 2], epsilon=1.0, sensitivity=bad)
+
+
+@pytest.mark.parametrize(
+    "bad", [(5, 1), (0.0, 3), (0, float("nan")), ("0", 3), (1,), 5, (0, 1, 2), (True, 3), "ab"]
+)
+def test_bad_bounds_are_refused(bad: Any) -> None:
+    with pytest.raises((InvalidParameterError, InvalidParameterTypeError), match="bounds"):
+        dpm.geometric([1, 2], epsilon=1.0, bounds=bad)
+
+
+@pytest.mark.parametrize(
+    "bad", [[1.5, 2.0], [1.0], [True, False], ["a"], np.array([1, 2], dtype=object)]
+)
+def test_non_integer_values_are_refused(bad: Any) -> None:
+    with pytest.raises(InvalidParameterTypeError, match="integers"):
+        dpm.geometric(bad, epsilon=1.0)
+
+
+def test_overflow_is_refused() -> None:
+    with pytest.raises(NoiseOverflowError):
+        dpm.geometric([2**62 + 1], epsilon=1.0)
+    with pytest.raises(NoiseOverflowError):
+        dpm.geometric(np.array([2**63 + 5], dtype=np.uint64), epsilon=1.0)
+    with pytest.raises(NoiseOverflowError):
+        dpm.geometric([1], epsilon=1e-18)
+    with pytest.raises(NoiseOverflowError):
+        dpm.geometric([1], epsilon=1.0, bounds=(0, 2**62))
+    # the same tiny epsilon is fine once bounds make the noise finite
+    assert dpm.geometric([1], epsilon=1e-18, bounds=(0, 10))[0] in range(11)
+
+
+def test_constant_time_needs_bounds_and_a_bool() -> None:
+    with pytest.raises(InvalidParameterError, match="bounds"):
+        dpm.geometric([1], epsilon=1.0, constant_time=True)
+    with pytest.raises(InvalidParameterTypeError, match="constant_time"):
+        dpm.geometric([1], epsilon=1.0, bounds=(0, 3), constant_time="yes")  # type: ignore[arg-type]
+
+
+def test_absurd_epsilon_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        dpm.geometric([1], epsilon=201.0)
+
+
+@pytest.mark.parametrize("bad", ["seed", 1.5, True, object()])
+def test_bad_rng_is_refused(bad: Any) -> None:
+    with pytest.raises(InvalidParameterTypeError, match="rng"):
+        dpm.geometric([1], epsilon=1.0, rng=bad)
+
+
+def test_errors_subclass_builtins() -> None:
+    assert issubclass(InvalidParameterError, ValueError)
+    assert issubclass(InvalidParameterTypeError, TypeError)
+    assert issubclass(NoiseOverflowError, DPFrameError)
