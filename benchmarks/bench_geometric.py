@@ -13,11 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import median_seconds, row  # noqa: E402
+import numpy as np
+from _timing import median_seconds, row
 
-import numpy as np  # noqa: E402
-
-import dpframe.mechanisms as dpm  # noqa: E402
+import dpframe.mechanisms as dpm
 
 N = 1_000_000
 PEER_N = 20_000
@@ -56,8 +55,10 @@ def _peers(epsilon: float, numpy_seconds: float) -> None:
         )
         as_list = small.tolist()
         t = median_seconds(lambda: meas(as_list), repeats=3)
-        print(row(f"OpenDP make_laplace, int vector (n = {PEER_N:,})", t, PEER_N, None)
-              + f"  {numpy_seconds / N / (t / PEER_N):6.3f}x numpy's speed")
+        print(
+            row(f"OpenDP make_laplace, int vector (n = {PEER_N:,})", t, PEER_N, None)
+            + f"  {numpy_seconds / N / (t / PEER_N):6.3f}x numpy's speed"
+        )
     except ImportError:
         print("  OpenDP not installed: skipped")
     try:
@@ -65,8 +66,10 @@ def _peers(epsilon: float, numpy_seconds: float) -> None:
 
         mech = Geometric(epsilon=epsilon, sensitivity=1)
         t = median_seconds(lambda: [mech.randomise(0) for _ in range(PEER_N)], repeats=3)
-        print(row(f"diffprivlib Geometric.randomise, per element (n = {PEER_N:,})", t, PEER_N)
-              + f"  {numpy_seconds / N / (t / PEER_N):6.3f}x numpy's speed")
+        print(
+            row(f"diffprivlib Geometric.randomise, per element (n = {PEER_N:,})", t, PEER_N)
+            + f"  {numpy_seconds / N / (t / PEER_N):6.3f}x numpy's speed"
+        )
     except ImportError:
         print("  diffprivlib not installed: skipped")
 

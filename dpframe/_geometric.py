@@ -34,7 +34,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from dpframe._exact import exp_decimal, exp_lower_bound, log2_of_decimal, precise
+from dpframe._coins import Coin, bernoulli, make_coin
+from dpframe._exact import exp_decimal, exp_lower_bound, precise
 from dpframe._random import BitSource, uniform_bits
 from dpframe._validation import INT_LIMIT
 from dpframe.errors import DPFrameError, NoiseOverflowError
@@ -55,44 +56,6 @@ MAX_UNIT_EPSILON = Fraction(200)
 MIN_UNIT_EPSILON = Fraction(64 * 7, 10 * 2**61)  # 44.8 / 2**61 > 64 ln 2 / 2**62
 
 OverflowRule = Literal["repeat", "cap", "tail"]
-
-
-@dataclass(frozen=True)
-class Coin:
-    """A Bernoulli coin with the dyadic probability ``numerator / 2**(64 * nwords)``."""
-
-    numerator: int
-    nwords: int
-
-    @functools.cached_property
-    def words(self) -> tuple[np.uint64, ...]:
-        """The threshold's 64-bit digits, most significant first."""
-        mask = (1 << 64) - 1
-        shifts = range(64 * (self.nwords - 1), -1, -64)
-        return tuple(np.uint64((self.numerator >> s) & mask) for s in shifts)
-
-    @property
-    def probability(self) -> Fraction:
-        return Fraction(self.numerator, 1 << (64 * self.nwords))
-
-
-def _coin(p: Decimal, rel_bits: int, *, round_up: bool = False, complement: bool = False) -> Coin:
-    """The dyadic coin nearest ``p`` (or just above it), with relative error below 2**-rel_bits.
-
-    With ``complement=True``, ``p`` is the probability of the coin *not* landing,
-    which keeps coins close to 1 accurate. Precision is relative to ``min(p, 1 - p)``,
-    so both the coin and its complement are accurate.
-    """
-    if not Decimal(0) < p < Decimal(1):
-        raise DPFrameError(f"internal error: coin probability {p} outside (0, 1); please report")
-    smaller = min(p, 1 - p)
-    nwords = max(1, math.ceil((rel_bits + 2 - log2_of_decimal(smaller)) / 64))
-    scaled = p * (Decimal(2) ** (64 * nwords))
-    numerator = int(scaled.to_integral_value(rounding="ROUND_CEILING" if round_up else None))
-    numerator = min(max(numerator, 1), (1 << (64 * nwords)) - 1)
-    if complement:
-        numerator = (1 << (64 * nwords)) - numerator
-    return Coin(numerator, nwords)
 
 
 @dataclass(frozen=True)
@@ -181,14 +144,14 @@ def _build_plan(
             rule, n_head = ("cap", cap_bits) if cap_bits <= repeat_bits else ("repeat", repeat_bits)
 
     # P(N = 0) = (1 - γ)/(1 + γ), built from its complement 2γ/(1 + γ) so it stays exact near 1.
-    zero = _coin(2 * gamma / (1 + gamma), rel_bits, complement=True)
-    head = tuple(_coin(beta(i) / (1 + beta(i)), rel_bits) for i in range(n_head))
+    zero = make_coin(2 * gamma / (1 + gamma), rel_bits, complement=True)
+    head = tuple(make_coin(beta(i) / (1 + beta(i)), rel_bits) for i in range(n_head))
     if rule == "tail":
         head_end = math.prod((c.probability for c in head), start=Fraction(1))
         ratio = Decimal(head_end.numerator) / Decimal(head_end.denominator) * 2**tail_bits
-        overflow = _coin(ratio / (1 + ratio), rel_bits, round_up=True)
+        overflow = make_coin(ratio / (1 + ratio), rel_bits, round_up=True)
     else:
-        overflow = _coin(beta(n_head), rel_bits, round_up=rule == "cap")
+        overflow = make_coin(beta(n_head), rel_bits, round_up=rule == "cap")
     return GeometricPlan(
         unit_epsilon=unit_epsilon,
         ratio_bound=ratio_bound,
@@ -257,38 +220,10 @@ def privacy_failures(plan: GeometricPlan, reach: int | None) -> list[str]:
     return failures
 
 
-def _bernoulli(source: BitSource, coin: Coin, n: int, constant_time: bool) -> NDArray[np.bool_]:
-    """``n`` exact draws of ``coin``: a uniform binary fraction compared with its threshold.
-
-    The first word decides except on a tie (probability 2**-64 per word); constant-time
-    mode draws every further word for every element, the default only for the ties.
-    """
-    first, *rest = coin.words
-    u = source.words(n)
-    below = u < first
-    if not rest:
-        return below
-    tie = u == first
-    if constant_time:
-        for digit in rest:
-            u = source.words(n)
-            below |= tie & (u < digit)
-            tie &= u == digit
-        return below
-    undecided = np.flatnonzero(tie)
-    for digit in rest:
-        if not undecided.size:
-            break
-        u = source.words(undecided.size)
-        below[undecided[u < digit]] = True
-        undecided = undecided[u == digit]
-    return below
-
-
 def _head(plan: GeometricPlan, source: BitSource, n: int, constant_time: bool) -> NDArray[np.int64]:
     value = np.zeros(n, dtype=np.int64)
     for i, coin in enumerate(plan.head):
-        bit = _bernoulli(source, coin, n, constant_time)
+        bit = bernoulli(source, coin, n, constant_time)
         np.bitwise_or(value, np.left_shift(bit, i, dtype=np.int64), out=value)
     return value
 
@@ -296,24 +231,24 @@ def _head(plan: GeometricPlan, source: BitSource, n: int, constant_time: bool) -
 def _block(
     plan: GeometricPlan, source: BitSource, n: int, constant_time: bool
 ) -> NDArray[np.int64]:
-    is_zero = _bernoulli(source, plan.zero, n, constant_time)
+    is_zero = bernoulli(source, plan.zero, n, constant_time)
     negative = uniform_bits(source, n)
     cap = plan.cap
     value = _head(plan, source, n, constant_time)  # C = |N| - 1, before the overflow rule
     if cap == 0:
         value[:] = 0
     elif plan.on_overflow == "cap" and cap is not None:
-        over = _bernoulli(source, plan.overflow, n, constant_time)
+        over = bernoulli(source, plan.overflow, n, constant_time)
         value = np.where(over, cap, np.minimum(value, cap))
     elif plan.on_overflow == "tail":
         if cap is None:
             raise DPFrameError("internal error: tail plan without cap; please report")
-        over = _bernoulli(source, plan.overflow, n, constant_time)
+        over = bernoulli(source, plan.overflow, n, constant_time)
         tail = (source.words(n) >> np.uint64(64 - plan.tail_bits)).astype(np.int64)
         landed = np.minimum(tail + (1 << len(plan.head)), cap)
         value = np.where(over, landed, np.minimum(value, cap))
     else:
-        _repeat(plan, source, value, _bernoulli(source, plan.overflow, n, False))
+        _repeat(plan, source, value, bernoulli(source, plan.overflow, n, False))
         if cap is not None:
             np.minimum(value, cap, out=value)
     magnitude = np.where(is_zero, 0, value + 1)
@@ -339,7 +274,7 @@ def _repeat(
         if not pending.size:
             break
         value[pending] += _head(plan, source, pending.size, False)
-        pending = pending[_bernoulli(source, plan.overflow, pending.size, False)]
+        pending = pending[bernoulli(source, plan.overflow, pending.size, False)]
 
 
 def geometric_noise(

@@ -117,6 +117,47 @@ def integer_bounds(value: Any, name: str = "bounds") -> tuple[int, int]:
     return lo, hi
 
 
+def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
+    """A pair ``(lo, hi)`` of finite real numbers with ``lo < hi``, as floats."""
+    fix = (
+        f"Pass {name}=(lo, hi) with two finite numbers, lo < hi, "
+        f"declared without looking at the data."
+    )
+    if isinstance(value, str) or not isinstance(value, tuple | list) or len(value) != 2:
+        raise InvalidParameterTypeError(f"{name} must be a pair (lo, hi), got {value!r}. {fix}")
+    pair: list[float] = []
+    for end in value:
+        if isinstance(end, bool | np.bool_) or not isinstance(end, numbers.Real):
+            raise InvalidParameterTypeError(
+                f"{name} must hold numbers, got {end!r} of type {type(end).__name__}. {fix}"
+            )
+        if not math.isfinite(float(end)):
+            raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}")
+        pair.append(float(end))
+    lo, hi = pair
+    if lo >= hi:
+        hint = f" Swap them: {name}=({hi}, {lo})." if lo > hi else ""
+        raise InvalidParameterError(f"{name} must have lo < hi, got {value!r}.{hint} {fix}")
+    return lo, hi
+
+
+def real_array(values: Any, name: str = "values") -> NDArray[np.float64]:
+    """``values`` as a float64 array; refuses NaN, non-numbers and bools (±inf are allowed)."""
+    array = np.asarray(values)
+    if array.dtype == np.bool_ or array.dtype.kind not in "iuf":
+        raise InvalidParameterTypeError(
+            f"{name} must hold real numbers, got dtype {array.dtype}. Convert first, for "
+            f"example with np.asarray(x, dtype=float)."
+        )
+    result = array.astype(np.float64, copy=False)
+    if np.isnan(result).any():
+        raise InvalidParameterError(
+            f"{name} contains NaN, which has no place in a sum or a clamp. Drop or fill the "
+            f"missing values first (for example with .dropna() or .fillna(0))."
+        )
+    return result
+
+
 def integer_array(values: Any, name: str = "values") -> NDArray[np.int64]:
     """``values`` as an int64 array; refuses floats, bools, objects and out-of-range integers."""
     array = np.asarray(values)

@@ -12,7 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 import dpframe.mechanisms as dpm
-from dpframe import _geometric, _random
+from dpframe import _coins, _geometric, _random
 from dpframe.errors import (
     DPFrameError,
     InvalidParameterError,
@@ -176,11 +176,9 @@ def test_every_plan_is_verified(unit_epsilon: str, reach: int | None, constant_t
 @pytest.mark.parametrize(
     "break_it",
     [
-        lambda p: {"zero": _geometric.Coin(p.zero.numerator * 3 // 2, p.zero.nwords)},
-        lambda p: {
-            "overflow": _geometric.Coin(max(1, p.overflow.numerator // 4), p.overflow.nwords)
-        },
-        lambda p: {"head": (_geometric.Coin(p.head[0].numerator // 2, 1), *p.head[1:])},
+        lambda p: {"zero": _coins.Coin(p.zero.numerator * 3 // 2, p.zero.nwords)},
+        lambda p: {"overflow": _coins.Coin(max(1, p.overflow.numerator // 4), p.overflow.nwords)},
+        lambda p: {"head": (_coins.Coin(p.head[0].numerator // 2, 1), *p.head[1:])},
         lambda p: {"ratio_bound": p.ratio_bound * (1 - Fraction(1, 2**10))},
     ],
 )
