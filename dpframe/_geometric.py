@@ -311,3 +311,102 @@ def realized_log_pmf(plan: GeometricPlan, noise: NDArray[np.int64]) -> NDArray[n
         log_p += np.where(bit == 1, _log(coin.probability), _log(1 - coin.probability))
     side = _log((1 - plan.zero.probability) / 2)
     return np.where(noise == 0, _log(plan.zero.probability), side + log_p)
+
+
+# ---------------------------------------------------------------- accuracy (exact)
+
+
+def _head_at_least(plan: GeometricPlan, r0: int) -> Fraction:
+    """P(head >= r0) for 0 <= r0 < 2**K, exactly: scan the digits from the top."""
+    at_least, equal_so_far = Fraction(0), Fraction(1)
+    for i in reversed(range(len(plan.head))):
+        q = plan.head[i].probability
+        if (r0 >> i) & 1:
+            equal_so_far *= q
+        else:
+            at_least += equal_so_far * q  # first digit where head exceeds r0
+            equal_so_far *= 1 - q
+    return at_least + equal_so_far
+
+
+def magnitude_tail(plan: GeometricPlan, a: int) -> Fraction:
+    """P(|N| > a) exactly, for the noise the plan draws (clamped magnitude when bounded)."""
+    if a < 0:
+        return Fraction(1)
+    c = a  # |N| > a  <=>  N != 0 and C >= a, with C = |N| - 1
+    n_head, w = len(plan.head), plan.overflow.probability
+    if plan.cap is not None and c > plan.cap:
+        return Fraction(0)
+    if plan.cap == 0:
+        at_least = Fraction(1)
+    elif plan.on_overflow == "repeat":
+        blocks, rest = c >> n_head, c & ((1 << n_head) - 1)
+        at_least = w ** (blocks + 1) + w**blocks * (1 - w) * _head_at_least(plan, rest)
+    else:
+        head_part = _head_at_least(plan, c) if c < (1 << n_head) else Fraction(0)
+        if plan.on_overflow == "cap" or c <= (1 << n_head):
+            landed = Fraction(1)
+        else:
+            landed = Fraction((1 << plan.tail_bits) - (c - (1 << n_head)), 1 << plan.tail_bits)
+        at_least = (1 - w) * head_part + w * landed
+    return (1 - plan.zero.probability) * at_least
+
+
+def half_width(plan: GeometricPlan, alpha: Fraction) -> int:
+    """Smallest integer a >= 0 with P(|N| > a) <= alpha, found by exact bisection."""
+    lo, hi = -1, 1  # invariant: tail(lo) > alpha, tail(hi) <= alpha once hi is found
+    while magnitude_tail(plan, hi) > alpha:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if magnitude_tail(plan, mid) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+# ---------------------------------------------------------------- rejection (seed 002, 2.4)
+
+
+def truncation_factor(alpha: Decimal, n: int) -> Decimal:
+    """M = max(1/L_n, 1/U_0, L_1, U_{n-1}) of seed 002 section 2.4 (n = hi - lo >= 1).
+
+    The probability that untruncated noise leaves [lo, hi] changes between neighbouring
+    counts by at most this factor, so rejecting those draws costs ln M of privacy.
+    """
+    a = alpha
+    l_n = (a ** (2 * n + 1) + a ** (n + 1)) / (a ** (2 * n + 2) + a**n)
+    u_0 = (a + a ** (n + 1)) / (1 + a ** (n + 2))
+    l_1 = (a**3 + a ** (n + 1)) / (a**4 + a**n)
+    u_last = (a ** (2 * n - 1) + a ** (n + 1)) / (a ** (2 * n - 2) + a ** (n + 2))
+    return max(1 / l_n, 1 / u_0, l_1, u_last)
+
+
+# The realized coins deviate from the ideal geometric by far less than this (relative, per
+# probability); it is taken off the rejection mechanism's epsilon on top of ln M.
+_REJECTION_MARGIN = Fraction(1, 2**20)
+
+
+def rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
+    """ε' = ε − ln M − margin, as a rational (may be <= 0: the caller refuses that)."""
+    with precise():
+        m = truncation_factor(exp_decimal(-unit_epsilon), reach)
+        log_m = Fraction(m.ln())
+    return unit_epsilon - log_m - _REJECTION_MARGIN * unit_epsilon
+
+
+def rejection_noisy(
+    values: NDArray[np.int64], lo: int, hi: int, plan: GeometricPlan, source: BitSource
+) -> NDArray[np.int64]:
+    """Redraw the noise of every value whose noisy result leaves [lo, hi] until none does.
+
+    ``plan`` must have reach ``hi - lo + 1``: a clamped magnitude beyond ``hi - lo``
+    always lands outside and is rejected, so the clamping is never visible.
+    """
+    out = values + geometric_noise(plan, values.size, source, False)
+    pending = np.flatnonzero((out < lo) | (out > hi))
+    while pending.size:  # a loop over rejection rounds, on the rejected values only
+        out[pending] = values[pending] + geometric_noise(plan, pending.size, source, False)
+        pending = pending[(out[pending] < lo) | (out[pending] > hi)]
+    return out

@@ -10,6 +10,7 @@ The `.dp` accessor calls these functions; they can also be used on their own.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from dpframe import _geometric, _validation
 from dpframe._random import bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 
-__all__ = ["geometric"]
+__all__ = ["geometric", "geometric_accuracy"]
 
 
 def geometric(
@@ -29,6 +30,7 @@ def geometric(
     sensitivity: float = 1,
     bounds: tuple[int, int] | None = None,
     constant_time: bool = False,
+    out_of_range: str = "clamp",
     rng: Any = None,
 ) -> NDArray[np.int64]:
     """Add two-sided geometric noise to integers (the discrete Laplace mechanism).
@@ -49,6 +51,16 @@ def geometric(
     constant_time : bool, default False
         Draw the same number of random words and do the same work for every value,
         whatever the value and whatever noise comes out (requires ``bounds``).
+    out_of_range : {"clamp", "resample"}, default "clamp"
+        With ``bounds``: ``"clamp"`` is the truncated geometric mechanism above.
+        ``"resample"`` is seed 002's section 2.4 variant: noisy results outside
+        ``[lo, hi]`` are rejected and drawn again, which changes the acceptance
+        probability between neighbouring values by a factor of at most
+        ``M = max(1/L_n, 1/U_0, L_1, U_{n-1})`` (``n = hi - lo``, computed from
+        ``α = exp(-epsilon/sensitivity)``); the noise is therefore drawn with
+        ``ε' = ε - ln M`` (less a relative ``2^-20`` margin for dyadic rounding). The
+        seed found this nearly uniform over the bounds, and it is refused when
+        ``ε' <= 0`` (typically when ``n · epsilon`` is large).
     rng : numpy.random.Generator or seed, optional
         For teaching and tests only: makes the output reproducible, hence not private.
         The default draws from an AES-256-CTR keystream keyed by ``os.urandom``.
@@ -62,8 +74,9 @@ def geometric(
     ------
     InvalidParameterError, InvalidParameterTypeError
         For an epsilon or sensitivity that is not a finite number > 0, bounds that are
-        not two integers with ``lo <= hi``, non-integer values, or ``constant_time``
-        without bounds.
+        not two integers with ``lo <= hi``, non-integer values, ``constant_time``
+        without bounds, or ``out_of_range="resample"`` without bounds, with
+        ``constant_time`` (rejection cannot take constant time) or with ``ε' <= 0``.
     NoiseOverflowError
         When values plus noise could leave int64: values beyond ±2**62 without bounds,
         bounds beyond ±2**61, or ``epsilon / sensitivity`` below 2e-17 without bounds.
@@ -106,6 +119,13 @@ def geometric(
     neighbouring one. Against the ideal probabilities, each realized one differs by a
     factor at most ``exp(2^-19 · (1 + |n| · epsilon/sensitivity))`` at noise ``n``.
 
+    **Rejection.** With ``out_of_range="resample"`` the output is
+    ``v + N`` conditioned on landing in ``[lo, hi]``: each ratio ``P(N = n)/P(N = n±1)``
+    is at most ``exp(ε')`` and the acceptance probabilities of neighbouring values
+    differ by at most the factor ``M`` (seed 002, eq. 2.2 and its monotonicity
+    argument), so the loss is at most ``ε' + ln M(exp(-ε')) <= ε' + ln M(α) = ε``
+    because ``M`` decreases as the noise grows (checked in the tests).
+
     **Constant time.** With ``constant_time=True`` every value consumes the same,
     fixed number of random words (a function of epsilon, sensitivity and the bounds
     only), and the same sequence of numpy operations runs on arrays of the same sizes,
@@ -146,6 +166,12 @@ def geometric(
             "constant_time=True needs bounds=(lo, hi): an unbounded noise value has no fixed "
             "number of steps. Declare the range of possible results, e.g. bounds=(0, n)."
         )
+    resample = _validation.choice(out_of_range, "out_of_range", ("clamp", "resample")) == "resample"
+    if resample and (checked_bounds is None or constant_time):
+        raise InvalidParameterError(
+            'out_of_range="resample" needs bounds=(lo, hi) and constant_time=False (rejection '
+            'sampling takes a random number of rounds). Use the default out_of_range="clamp".'
+        )
     array = _validation.integer_array(values)
     if unit_epsilon > _geometric.MAX_UNIT_EPSILON:
         raise InvalidParameterError(
@@ -163,14 +189,89 @@ def geometric(
         plan = _geometric.geometric_plan(unit_epsilon, None, False)
     else:
         lo, hi = checked_bounds
-        plan = _geometric.geometric_plan(unit_epsilon, hi - lo, bool(constant_time))
+        if resample and hi > lo:
+            rejection_epsilon = _geometric.rejection_epsilon(unit_epsilon, hi - lo)
+            if rejection_epsilon <= 0:
+                raise InvalidParameterError(
+                    f'out_of_range="resample" leaves no privacy budget for the noise: '
+                    f"epsilon' = epsilon - ln M <= 0 for bounds of width {hi - lo} at "
+                    f'epsilon/sensitivity = {float(unit_epsilon):g}. Use out_of_range="clamp" '
+                    f"(the truncated mechanism) or a larger epsilon."
+                )
+            plan = _geometric.geometric_plan(rejection_epsilon, hi - lo + 1, False)
+        else:
+            plan = _geometric.geometric_plan(unit_epsilon, hi - lo, bool(constant_time))
     source = bit_source(rng)
     flat = array.reshape(-1)
     if checked_bounds is None:
         noisy = flat + _geometric.geometric_noise(plan, flat.size, source, False)
     elif hi == lo:
         noisy = np.full(flat.size, lo, dtype=np.int64)
+    elif resample:
+        noisy = _geometric.rejection_noisy(np.clip(flat, lo, hi), lo, hi, plan, source)
     else:
         noise = _geometric.geometric_noise(plan, flat.size, source, bool(constant_time))
         noisy = np.clip(np.clip(flat, lo, hi) + noise, lo, hi)
     return noisy.reshape(array.shape)
+
+
+def geometric_accuracy(
+    *,
+    epsilon: float,
+    sensitivity: float = 1,
+    alpha: float = 0.05,
+    bounds: tuple[int, int] | None = None,
+    constant_time: bool = False,
+) -> int:
+    """The error bar of :func:`geometric`: ``|noise| <= a`` with probability ``>= 1 - alpha``.
+
+    Parameters
+    ----------
+    epsilon, sensitivity, bounds, constant_time
+        As for :func:`geometric` (``out_of_range="clamp"``).
+    alpha : float, default 0.05
+        The probability that the error exceeds the half-width (0.05 gives a 95% bar).
+
+    Returns
+    -------
+    int
+        The smallest integer ``a >= 0`` with ``P(|output - clamp(value)| > a) <= alpha``
+        for every true value (with bounds, the error is at most ``hi - lo``).
+
+    Notes
+    -----
+    Computed exactly, not approximated: ``P(|N| > a)`` is evaluated in rational
+    arithmetic from the very coins :func:`geometric` draws (so it accounts for the
+    realized distribution, not only the ideal one), and ``a`` is found by bisection.
+    For the ideal mechanism, ``P(|N| > a) = 2 α^(a+1) / (1 + α)``. Clamping into
+    bounds can only shrink the error, so the bar holds for every true value. The
+    accuracy depends only on public parameters and spends no privacy budget.
+
+    References
+    ----------
+    Seed ``002_265e5b6700395d7e.txt`` (eq. 2.1, section 2.3).
+
+    Examples
+    --------
+    >>> from dpframe.mechanisms import geometric_accuracy
+    >>> geometric_accuracy(epsilon=1.0)
+    3
+    >>> geometric_accuracy(epsilon=0.01, bounds=(0, 30))
+    30
+    """
+    unit_epsilon = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
+    level = Fraction(_validation.probability(alpha, "alpha"))
+    reach = None
+    if bounds is not None:
+        lo, hi = _validation.integer_bounds(bounds)
+        if hi == lo:
+            return 0
+        reach = hi - lo
+    if unit_epsilon > _geometric.MAX_UNIT_EPSILON:
+        raise InvalidParameterError(
+            f"epsilon / sensitivity must be at most {_geometric.MAX_UNIT_EPSILON}."
+        )
+    if reach is None and unit_epsilon < _geometric.MIN_UNIT_EPSILON:
+        raise NoiseOverflowError("epsilon / sensitivity is too small for unbounded noise.")
+    plan = _geometric.geometric_plan(unit_epsilon, reach, bool(constant_time) and reach is not None)
+    return _geometric.half_width(plan, level)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -372,3 +373,123 @@ def test_errors_subclass_builtins() -> None:
     assert issubclass(InvalidParameterError, ValueError)
     assert issubclass(InvalidParameterTypeError, TypeError)
     assert issubclass(NoiseOverflowError, DPFrameError)
+
+
+# ---------------------------------------------------------------- rejection variant (seed 002, 2.4)
+
+
+def _rejection_log_pmf(
+    true_value: int, bounds: tuple[int, int], unit: float
+) -> NDArray[np.float64]:
+    """Log-probabilities of lo..hi for v + N conditioned on landing in [lo, hi]."""
+    lo, hi = bounds
+    log_p = -unit * np.abs(np.arange(lo, hi + 1) - true_value)
+    return np.asarray(log_p - np.logaddexp.reduce(log_p))
+
+
+def test_rejection_outputs_stay_in_bounds_and_match_the_conditional_pmf() -> None:
+    bounds = (0, 30)
+    out = dpm.geometric(np.full(N_GOF, 20), epsilon=0.1, bounds=bounds, out_of_range="resample")
+    assert out.min() >= 0
+    assert out.max() <= 30
+    unit = float(_geometric.rejection_epsilon(Fraction(1, 10), 30))
+    pmf = np.exp(_rejection_log_pmf(20, bounds, unit))
+    assert chi_square_pvalue(out, np.arange(0, 31), pmf) > FALSE_ALARM
+    # seed 002, Figure 2.2: nearly uniform over the 31 counts
+    assert pmf.max() / pmf.min() < 1.5
+
+
+def _rejection_loss(unit: float, bounds: tuple[int, int]) -> float:
+    """Largest |log P_v(o) - log P_{v+1}(o)| over all neighbouring v and all outputs o."""
+    lo, hi = bounds
+    rows = np.array([_rejection_log_pmf(v, bounds, unit) for v in range(lo, hi + 1)])
+    return float(np.abs(np.diff(rows, axis=0)).max())
+
+
+@pytest.mark.parametrize(("epsilon", "width"), [(0.1, 30), (0.5, 5), (1.0, 2), (2.0, 1), (0.1, 1)])
+def test_rejection_privacy_loss_is_at_most_epsilon(epsilon: float, width: int) -> None:
+    unit = float(_geometric.rejection_epsilon(Fraction(epsilon), width))
+    assert _rejection_loss(unit, (0, width)) <= epsilon
+
+
+@pytest.mark.parametrize(("epsilon", "width"), [(0.1, 30), (0.5, 5), (1.0, 2)])
+def test_rejection_without_the_ln_m_correction_leaks(epsilon: float, width: int) -> None:
+    """Validity twin: rejecting with the plain epsilon exceeds epsilon."""
+    assert _rejection_loss(epsilon, (0, width)) > epsilon
+
+
+def test_truncation_factor_decreases_with_more_noise() -> None:
+    """M(exp(-eps')) <= M(exp(-eps)) for eps' < eps: what makes eps - ln M(alpha) safe."""
+    from decimal import Decimal
+
+    from dpframe._exact import precise
+
+    with precise():
+        for n in (1, 2, 5, 30, 300):
+            ms = [
+                _geometric.truncation_factor(Decimal(math.exp(-e)), n)
+                for e in np.linspace(3, 0.001, 60)
+            ]
+            assert all(a >= b for a, b in itertools.pairwise(ms))
+
+
+def test_rejection_refusals() -> None:
+    with pytest.raises(InvalidParameterError, match="resample"):
+        dpm.geometric([1], epsilon=1.0, out_of_range="resample")
+    with pytest.raises(InvalidParameterError, match="resample"):
+        dpm.geometric([1], epsilon=1.0, bounds=(0, 3), constant_time=True, out_of_range="resample")
+    with pytest.raises(InvalidParameterError, match="clamp"):
+        dpm.geometric([1], epsilon=1.0, bounds=(0, 100), out_of_range="resample")
+    with pytest.raises(InvalidParameterError, match="out_of_range"):
+        dpm.geometric([1], epsilon=1.0, bounds=(0, 3), out_of_range="wrap")
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.3, 1.0, 4.0])
+@pytest.mark.parametrize("alpha", [0.05, 0.01])
+def test_accuracy_matches_the_closed_form(epsilon: float, alpha: float) -> None:
+    a = dpm.geometric_accuracy(epsilon=epsilon, alpha=alpha)
+    ideal = math.exp(-epsilon)
+
+    def tail(k: int) -> float:
+        return 2 * ideal ** (k + 1) / (1 + ideal)
+
+    # The realized noise is a hair wider than the ideal one, never narrower.
+    assert tail(a) <= alpha * (1 + 1e-6)
+    assert a == 0 or tail(a - 1) > alpha * (1 - 1e-4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "alpha"),
+    [
+        ({"epsilon": 0.1}, 0.05),
+        ({"epsilon": 1.0, "sensitivity": 3}, 0.05),
+        ({"epsilon": 0.5, "bounds": (0, 10**6), "constant_time": True}, 0.1),
+        ({"epsilon": 0.05, "bounds": (0, 40)}, 0.05),
+    ],
+)
+def test_accuracy_covers_empirically(kwargs: dict[str, Any], alpha: float) -> None:
+    a = dpm.geometric_accuracy(alpha=alpha, **kwargs)
+    lo = kwargs.get("bounds", (0, 0))[0]
+    true_value = lo + 20
+    out = dpm.geometric(np.full(N_GOF, true_value), **kwargs)
+    exceed = int(np.sum(np.abs(out - true_value) > a))
+    # One-sided binomial bound at false-alarm 1e-6: mean + 4.8 sd.
+    assert exceed <= alpha * N_GOF + 4.8 * math.sqrt(alpha * (1 - alpha) * N_GOF)
+    # and the bar is not loose: one less would be exceeded too often
+    if a > 0 and a - 1 < 20:
+        below = int(np.sum(np.abs(out - true_value) > a - 1))
+        assert below > alpha * N_GOF - 4.8 * math.sqrt(alpha * (1 - alpha) * N_GOF)
+
+
+def test_accuracy_with_bounds_never_exceeds_the_width() -> None:
+    assert dpm.geometric_accuracy(epsilon=0.001, bounds=(0, 30)) == 30
+    assert dpm.geometric_accuracy(epsilon=1.0, bounds=(4, 4)) == 0
+
+
+@pytest.mark.parametrize("bad", [0, 1, -0.1, 1.5, float("nan"), "0.05", None])
+def test_accuracy_refuses_bad_alpha(bad: Any) -> None:
+    with pytest.raises((InvalidParameterError, InvalidParameterTypeError), match="alpha"):
+        dpm.geometric_accuracy(epsilon=1.0, alpha=bad)
