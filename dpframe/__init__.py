@@ -1,13 +1,33 @@
 """dpframe: differential privacy as a pandas one-liner.
 
-``import dpframe`` gives you exact, vectorized, cryptographically seeded mechanisms in
-:mod:`dpframe.mechanisms` and the synthetic data of :mod:`dpframe.datasets`.
+``import dpframe`` registers the ``.dp`` accessor on every pandas DataFrame::
+
+    df.dp.set_budget(epsilon=1.0)
+    df.dp.crosstab("Occupation", "Sex", epsilon=0.5)
+
+Underneath, :mod:`dpframe.mechanisms` holds the exact, vectorized, cryptographically
+seeded mechanisms, and :mod:`dpframe.datasets` synthetic data to try them on.
 """
 
 from __future__ import annotations
 
 from dpframe import datasets, errors, mechanisms
+from dpframe._accessor import DPAccessor, dp
+from dpframe._ledger import Budget, Ledger
+from dpframe._results import DPFloat, DPInt, release_info
 
-__all__ = ["__version__", "datasets", "errors", "mechanisms"]
+__all__ = [
+    "Budget",
+    "DPAccessor",
+    "DPFloat",
+    "DPInt",
+    "Ledger",
+    "__version__",
+    "datasets",
+    "dp",
+    "errors",
+    "mechanisms",
+    "release_info",
+]
 
 __version__ = "0.1.0"

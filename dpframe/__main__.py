@@ -1,31 +1,40 @@
-"""``python -m dpframe``: seed 003's census workflow, end to end."""
+"""``python -m dpframe``: seed 003's census workflow as a drop-in change to pandas."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from dpframe import datasets, mechanisms
+import dpframe  # registers the .dp accessor
+from dpframe import datasets
 
 
 def main() -> None:
-    """Print the true table, a DP table, and the error tables for a synthetic census."""
+    """Print the true table, the DP table, the error tables and the ledger."""
     df = datasets.census(1000, seed=2026)
+    df.dp.set_budget(epsilon=1.0)
     epsilon = 0.5
+
     true = pd.crosstab(df["Occupation"], df["Sex"], dropna=False)
-    true = true.reindex(
-        index=list(datasets.OCCUPATIONS), columns=list(datasets.SEXES), fill_value=0
-    )
-    noisy_values = mechanisms.geometric(true.to_numpy(), epsilon=epsilon)
-    noisy = pd.DataFrame(noisy_values, index=true.index, columns=true.columns).clip(lower=0)
+    noisy = df.dp.crosstab("Occupation", "Sex", epsilon=epsilon, nonnegative=True)
     error = (noisy - true).abs()
-    with pd.option_context("display.width", 120):
-        print(f"True table ({len(df)} synthetic records):\n{true}\n")
-        print(f"DP table (geometric mechanism, epsilon={epsilon}, negatives set to 0):\n{noisy}\n")
+    relative = error / true  # inf where the true count is 0: a real zero made visible
+    total_error = int(error.to_numpy().sum())
+    total = int(true.to_numpy().sum())
+    bound = dpframe.release_info(noisy)["error_bound"][0][0]
+
+    with pd.option_context("display.width", 120, "display.precision", 3):
+        print(f"True table ({len(df)} synthetic records; never publish this):\n{true}\n")
+        print(
+            f"DP table: df.dp.crosstab('Occupation', 'Sex', epsilon={epsilon}, "
+            f"nonnegative=True)\n{noisy}\n"
+        )
+        print(f"Each cell is within ±{bound:g} of the truth with probability 95%.\n")
         print(f"Cell-by-cell absolute error:\n{error}\n")
-        print(f"Cell-by-cell relative error:\n{(error / true).round(3)}\n")
-        total = int(error.to_numpy().sum())
-        print(f"Total L1 error: {total}")
-        print(f"Relative L1 error: {100 * total / int(true.to_numpy().sum()):.2f}%")
+        print(f"Cell-by-cell relative error:\n{relative}\n")
+        print(f"Total L1 error: {total_error}")
+        print(f"Relative L1 error: {100 * total_error / total:.2f}%\n")
+        print(f"Privacy ledger:\n{df.dp.ledger}\n")
+        print(df.dp.ledger.history.to_string())
 
 
 if __name__ == "__main__":

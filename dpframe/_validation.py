@@ -182,3 +182,137 @@ def check_unbounded_range(values: NDArray[np.int64], name: str = "values") -> No
             f"{name} holds integers beyond ±2**62; value plus noise could overflow int64. "
             f"Pass bounds=(lo, hi) to clamp them first."
         )
+
+
+# ---------------------------------------------------------------- frame-level checks
+
+
+def column(frame: Any, name: Any, param: str) -> Any:
+    """The Series ``frame[name]``, refusing missing and duplicated column names."""
+    import pandas as pd
+
+    from dpframe.errors import MissingColumnError
+
+    if isinstance(name, list | tuple | set | dict) or name is None:
+        raise InvalidParameterTypeError(
+            f"{param} must name one column, got {name!r}. Pass a column name such as "
+            f"{param}={next(iter(frame.columns), 'col')!r}."
+        )
+    if name not in frame.columns:
+        close = [c for c in frame.columns if str(c).lower() == str(name).lower()]
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise MissingColumnError(
+            f"{param}={name!r} is not a column of the frame.{hint} Columns: {list(frame.columns)}."
+        )
+    selected = frame[name]
+    if isinstance(selected, pd.DataFrame):
+        raise InvalidParameterError(
+            f"{param}={name!r} names {selected.shape[1]} columns of the frame (duplicate column "
+            f"names). Rename them first, e.g. df.columns = [...]."
+        )
+    return selected
+
+
+def column_names(value: Any, param: str) -> list[Any]:
+    """One column name or a list of them, as a list (at least one)."""
+    names = list(value) if isinstance(value, list | tuple) else [value]
+    if not names:
+        raise InvalidParameterError(f"{param} must name at least one column.")
+    return names
+
+
+def declared_domain(series: Any, name: Any, domain: Any) -> Any:
+    """The declared domain of a grouping column, as a pandas Index; never read from the data.
+
+    The domain comes from ``domain[name]`` if given, else from a Categorical dtype's
+    categories, else from a bool dtype ({False, True}). Anything else is refused.
+    """
+    import pandas as pd
+
+    from dpframe.errors import DomainError
+
+    if domain is not None and not isinstance(domain, dict):
+        raise InvalidParameterTypeError(
+            f"domain must be a dict mapping column names to lists of keys, got {domain!r}. "
+            f'Example: domain={{"{name}": ["a", "b", "c"]}}.'
+        )
+    if domain is not None and name in domain:
+        keys = domain[name]
+        if isinstance(keys, str) or not isinstance(keys, list | tuple | pd.Index | np.ndarray):
+            raise InvalidParameterTypeError(
+                f"domain[{name!r}] must be a list of keys, got {keys!r}. "
+                f'Example: domain={{"{name}": ["a", "b"]}}.'
+            )
+        index = pd.Index(list(keys))
+        if index.hasnans:
+            raise DomainError(f"domain[{name!r}] contains a missing value; list only real keys.")
+        if not index.is_unique:
+            dupes = list(index[index.duplicated()].unique())
+            raise DomainError(f"domain[{name!r}] lists keys more than once: {dupes}.")
+        if len(index) == 0:
+            raise DomainError(f"domain[{name!r}] is empty; list every possible key.")
+        return index
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        if len(dtype.categories) == 0:
+            raise DomainError(
+                f"column {name!r} is a Categorical with no categories; declare its domain with "
+                f'domain={{"{name}": [...]}}.'
+            )
+        return dtype.categories
+    if dtype == np.bool_ or str(dtype) == "boolean":
+        return pd.Index([False, True])
+    raise DomainError(
+        f"column {name!r} has no declared domain, and dpframe never reads group keys from the "
+        f"data (releasing only the keys present reveals who is in it). Declare every possible "
+        f'key: pass domain={{"{name}": ["key1", "key2", ...]}}, or make the column a '
+        f'Categorical: df["{name}"] = df["{name}"].astype(pd.CategoricalDtype([...]))).'
+    )
+
+
+def where_mask(frame: Any, where: Any) -> NDArray[np.bool_] | None:
+    """A row filter: None, a boolean array/Series of the frame's length, or a query string."""
+    import pandas as pd
+
+    if where is None:
+        return None
+    if isinstance(where, str):
+        try:
+            where = frame.eval(where)
+        except Exception as exc:  # pandas raises many kinds; report them all as our own
+            raise InvalidParameterError(
+                f"where={where!r} could not be evaluated on the frame ({exc}). Use a pandas "
+                f"expression such as where=\"Age >= 18\" or a boolean Series."
+            ) from exc
+    if isinstance(where, pd.Series):
+        if not where.index.equals(frame.index):
+            raise InvalidParameterError(
+                "where is a Series whose index differs from the frame's; build it from the same "
+                "frame, e.g. where=df['Age'] >= 18."
+            )
+        if not (where.dtype == np.bool_ or str(where.dtype) in ("boolean", "bool[pyarrow]")):
+            raise InvalidParameterTypeError(f"where must be boolean, got dtype {where.dtype}.")
+        return np.asarray(where.fillna(False).to_numpy(dtype=bool))
+    mask = np.asarray(where)
+    if mask.dtype != np.bool_ or mask.shape != (len(frame),):
+        raise InvalidParameterTypeError(
+            f"where must be a boolean array with one entry per row ({len(frame)}), a boolean "
+            f"Series, or an expression string; got {type(where).__name__} of dtype "
+            f"{getattr(mask, 'dtype', None)} and shape {getattr(mask, 'shape', None)}."
+        )
+    return mask
+
+
+def numeric_values(series: Any, name: Any) -> NDArray[np.float64]:
+    """A numeric column as float64, missing values (NaN, NA, None) as NaN."""
+    import pandas as pd
+
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype) or not (
+        pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+    ):
+        raise InvalidParameterTypeError(
+            f"column {name!r} has dtype {dtype}, not a number; a sum needs numeric values. "
+            f"Convert it first, e.g. pd.to_numeric(df[{name!r}], errors='coerce')."
+        )
+    return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))

@@ -26,8 +26,8 @@ __all__ = ["geometric", "geometric_accuracy"]
 def geometric(
     values: ArrayLike,
     *,
-    epsilon: float,
-    sensitivity: float = 1,
+    epsilon: float | Fraction,
+    sensitivity: float | Fraction = 1,
     bounds: tuple[int, int] | None = None,
     constant_time: bool = False,
     out_of_range: str = "clamp",
@@ -39,9 +39,10 @@ def geometric(
     ----------
     values : array_like of int
         The exact integer results to release (counts, integer sums). Any shape.
-    epsilon : float
-        Privacy-loss parameter, a finite number > 0.
-    sensitivity : float, default 1
+    epsilon : float or Fraction
+        Privacy-loss parameter, a finite number > 0. Floats are read as the simplest
+        fraction that rounds to them (``0.1`` is exactly 1/10).
+    sensitivity : float or Fraction, default 1
         The most one individual can change any one of ``values`` (1 for a count).
     bounds : tuple of int, optional
         ``(lo, hi)``: the truncated geometric mechanism. Values are clamped into the
@@ -217,8 +218,8 @@ def geometric(
 
 def geometric_accuracy(
     *,
-    epsilon: float,
-    sensitivity: float = 1,
+    epsilon: float | Fraction,
+    sensitivity: float | Fraction = 1,
     alpha: float = 0.05,
     bounds: tuple[int, int] | None = None,
     constant_time: bool = False,

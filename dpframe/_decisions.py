@@ -1,0 +1,599 @@
+"""Stochastic threshold decisions: "are there at least ``min_count`` records?" (seed 001).
+
+A decision ``Q(N)`` answers True or False about a true count ``N`` that one row can
+change by one. Seed ``001_ac8d45847700a6b3.txt`` derives three such rules, each a curve
+``f(N) = Pr(Q(N) = True)`` that rises with ``N``:
+
+* ``"laplace"`` (§4): ``N + Laplace(1/ε) >= k``, pure ε-DP;
+* ``"cutoff"`` (§5): always True from ``min_count`` on, ``e^{ε(N - m)}`` below; it is
+  ``(ε, 1 - e^{-ε})``-DP;
+* ``"generalized"`` (§6): the steepest curve that ``(ε, δ)``-DP allows.
+
+Every curve here is written in one form. There is a *junction* ``J``; at and below it
+``f(N) = lower_scale · e^{-ε'(J - N)} - β`` and above it
+``1 - f(N) = upper_scale · e^{-ε'(N - J)} - β``, with ``β = δ' e^{-ε'} / (1 - e^{-ε'})``
+(zero for the pure rules). The curves are built with a safety margin
+(``ε' = ε(1 - 2^-40)``, ``δ' = δ(1 - 2^-40)``), evaluated in 120-digit decimal
+arithmetic, clamped in their far tails, and rounded to dyadic Bernoulli coins
+(:mod:`dpframe._coins`), so that the probability actually realized for each count is
+an exactly known rational that satisfies both privacy inequalities with the requested
+``(ε, δ)``; the tests verify this in exact rational arithmetic.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+import numbers
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpframe import _validation
+from dpframe._coins import Coin, bernoulli, make_coin
+from dpframe._exact import exp_decimal, exp_lower_bound, precise, simplest_rational, to_decimal
+from dpframe._random import BitSource, bit_source
+from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
+
+__all__ = ["decision_probability", "threshold_decision"]
+
+METHODS = ("laplace", "cutoff", "generalized")
+
+# The curve is built for ε' = ε(1 - 2^-40) and δ' = δ(1 - 2^-40): the slack this leaves in
+# both inequalities absorbs the rounding of every probability to a dyadic coin.
+SAFETY_MARGIN = Fraction(1, 2**40)
+# Pure (δ = 0) curves never reach 0 or 1; their tails are held flat at 2^-256 (and
+# 1 - 2^-256), which keeps every coin a few words long and keeps ε-DP (see _Curve).
+PURE_TAIL_LOG2 = 256
+# Curves that spend δ > 0 are set to exactly 0 (or 1) once within 2^-44 δ e^-ε of it.
+_DELTA_TAIL_LOG2 = 44
+# Accepted range of epsilon: below 2^-64 the curve would span more than 2^70 counts (the
+# decision ignores the data); above 200 it is a deterministic threshold in all but name.
+MIN_EPSILON = Fraction(1, 2**64)
+MAX_EPSILON = Fraction(200)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _integer(value: Any, name: str, fix: str) -> int:
+    """A Python int from an integer (bool refused). Belongs in _validation (see report)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise InvalidParameterTypeError(
+            f"{name} must be an integer, got {value!r} of type {type(value).__name__}. {fix}"
+        )
+    result = int(value)
+    if not 0 <= result <= _validation.INT_LIMIT:
+        raise InvalidParameterError(f"{name} must be between 0 and 2**62, got {value!r}. {fix}")
+    return result
+
+
+def _cutoff_delta(epsilon: Fraction) -> Fraction:
+    """``1 - e^{-ε}`` to about 120 digits (an approximation, for messages and checks)."""
+    return 1 - Fraction(exp_decimal(-epsilon))
+
+
+def _rounded_up(x: Fraction) -> str:
+    """``x`` rounded up to three significant digits, for a suggestion in a message."""
+    ctx = decimal.Context(prec=3, rounding=decimal.ROUND_CEILING)
+    return str(ctx.divide(Decimal(x.numerator), Decimal(x.denominator)))
+
+
+@dataclass(frozen=True)
+class _Checked:
+    min_count: int
+    epsilon: Fraction
+    delta: Fraction
+    method: str
+    p: Fraction
+
+
+def _check(min_count: Any, epsilon: Any, delta: Any, method: Any, p: Any) -> _Checked:
+    """Validate the parameters shared by the public functions (draws nothing)."""
+    eps = _validation.epsilon(epsilon)
+    dlt = _validation.delta(delta)
+    chosen = _validation.choice(method, "method", METHODS)
+    prob = simplest_rational(_validation.probability(p, "p"))
+    m = _integer(
+        min_count,
+        "min_count",
+        "Pass the smallest number of records that should count as enough, e.g. min_count=100.",
+    )
+    if eps < MIN_EPSILON:
+        raise InvalidParameterError(
+            f"epsilon={epsilon!r} is below 2**-64: the decision would ignore the count and "
+            f"be a coin flip with probability p. Use a larger epsilon (typical: 0.01 to 10)."
+        )
+    if eps > MAX_EPSILON:
+        raise InvalidParameterError(
+            f"epsilon={epsilon!r} is above {MAX_EPSILON}; such a decision has no meaningful "
+            f"privacy. Use a smaller epsilon (typical: 0.01 to 10)."
+        )
+    if chosen == "laplace" and dlt != 0:
+        raise InvalidParameterError(
+            f"method='laplace' is pure epsilon-DP and spends no delta, got delta={delta!r}. "
+            f"Pass delta=0, or use method='generalized' to spend delta on a steeper curve."
+        )
+    if chosen == "cutoff":
+        needed = _cutoff_delta(eps)
+        if dlt < needed * (1 - SAFETY_MARGIN):
+            raise InvalidParameterError(
+                f"method='cutoff' is only (epsilon, 1 - exp(-epsilon))-DP: with "
+                f"epsilon={epsilon!r} it spends delta = {float(needed):.6g}, a large chance "
+                f"of no privacy at all. To accept that, pass delta={_rounded_up(needed)} (any "
+                f"delta >= 1 - exp(-epsilon)); otherwise use method='laplace' or 'generalized'."
+            )
+        if prob != Fraction(1, 2):
+            raise InvalidParameterError(
+                f"p has no role for method='cutoff': it always decides True at min_count "
+                f"(probability 1), got p={p!r}. Leave p at its default 0.5, or use "
+                f"method='laplace' or 'generalized' to choose Pr(True) at min_count."
+            )
+    return _Checked(m, eps, dlt, chosen, prob)
+
+
+def _counts(values: Any, name: str = "counts") -> NDArray[np.int64]:
+    """True counts as int64: integers >= 0 (refused otherwise)."""
+    array = _validation.integer_array(values, name)
+    if array.size and int(array.min()) < 0:
+        raise InvalidParameterError(
+            f"{name} must be true counts (integers >= 0); got a negative value. Pass the "
+            f"exact number of records, not a noisy count."
+        )
+    if array.size and int(array.max()) > _validation.INT_LIMIT:
+        raise InvalidParameterError(f"{name} must be at most 2**62; got a larger value.")
+    return array
+
+
+def decision_cost(epsilon: Fraction, delta: Fraction, method: str) -> tuple[Fraction, Fraction]:
+    """The exact ``(ε, δ)`` one decision spends, for the privacy ledger.
+
+    ``(ε, 0)`` for ``"laplace"``; ``(ε, d)`` for ``"cutoff"``, where ``d`` is a rational
+    upper bound on ``1 - e^{-ε}`` (whatever larger ``delta`` the caller acknowledged);
+    ``(ε, δ)`` for ``"generalized"``. Arguments are the validated Fractions.
+    """
+    if method == "laplace":
+        return epsilon, Fraction(0)
+    if method == "cutoff":
+        return epsilon, 1 - exp_lower_bound(-epsilon)
+    if method == "generalized":
+        return epsilon, delta
+    raise InvalidParameterError(f"method must be one of {METHODS}; got {method!r}.")
+
+
+# ---------------------------------------------------------------- the curves
+
+
+@dataclass(frozen=True)
+class DecisionCurve:
+    """One decision curve, fixed by public parameters only (see the module docstring).
+
+    For ``N <= junction``: ``f(N) = lower_scale · exp(-eps · min(junction - N,
+    lower_reach)) - beta``; for ``N > junction``: ``1 - f(N) = upper_scale · exp(-eps ·
+    min(N - junction, upper_reach)) - beta``. A value below ``cut`` (on either side) is
+    replaced by ``tail`` (0 or 2^-256); the reaches are where that has certainly
+    happened, so counts beyond them share one coin. ``upper_scale == 0`` means
+    ``f(N) = 1`` above the junction (cutoff).
+    """
+
+    method: str
+    eps: Decimal
+    beta: Decimal
+    junction: int
+    lower_scale: Decimal
+    upper_scale: Decimal
+    cut: Decimal
+    tail: Decimal
+    lower_reach: int
+    upper_reach: int
+    rel_bits: int
+
+
+def _floor(x: Decimal) -> int:
+    return int(x.to_integral_value(rounding=decimal.ROUND_FLOOR))
+
+
+def _reach(scale: Decimal, cut: Decimal, eps: Decimal) -> int:
+    """Steps j beyond which ``scale · e^{-eps j} < cut`` certainly (one step to spare)."""
+    if scale <= cut:
+        return 0
+    return _floor((scale / cut).ln() / eps) + 2
+
+
+def generalized_p0(eps: Decimal, delta: Decimal) -> Decimal:
+    """Seed 001, eq. 6.10: the value where the two DP constraints on f(n - 1) cross."""
+    up, down = eps.exp(), (-eps).exp()
+    return (up - 1 + delta * (1 - down)) / (up - down)
+
+
+def laplace_offset(eps: Decimal, p: Decimal) -> Decimal:
+    """``k - m`` of seed 001 eqs. 4.5 / 4.7: where ``N + Laplace(1/eps) >= k`` is a fair coin."""
+    if p >= Decimal("0.5"):
+        return (2 * (1 - p)).ln() / eps
+    return -(2 * p).ln() / eps
+
+
+@functools.lru_cache(maxsize=256)
+def decision_curve(
+    min_count: int, epsilon: Fraction, delta: Fraction, method: str, p: Fraction
+) -> DecisionCurve:
+    """Build the curve of ``method`` through ``(min_count, p)`` with the safety margin."""
+    with precise():
+        return _build_curve(min_count, epsilon, delta, method, p)
+
+
+def _build_curve(
+    min_count: int, epsilon: Fraction, delta: Fraction, method: str, p: Fraction
+) -> DecisionCurve:
+    eps = to_decimal(epsilon * (1 - SAFETY_MARGIN))
+    down = (-eps).exp()
+    prob = to_decimal(p)
+    half = Decimal(1) / 2
+    zero = Decimal(0)
+    beta = zero
+    if method == "laplace":
+        # Eq. 4.2 / 4.3 with k = min_count + offset: f = ½ e^{ε(N-k)} below k, else
+        # 1 - ½ e^{ε(k-N)}. The junction is the last count below k.
+        offset = laplace_offset(eps, prob)
+        steps_up = -_floor(-offset)  # ceil(offset)
+        junction = min_count + steps_up - 1
+        frac = offset - (steps_up - 1)  # k - junction, in (0, 1]
+        lower_scale = half * (-eps * frac).exp()
+        upper_scale = half * (eps * frac).exp()
+    elif method == "cutoff":
+        # Eq. 5.1 / 5.3: f = e^{ε(N-m)} below m, exactly 1 from m on.
+        junction = min_count - 1
+        lower_scale = down
+        upper_scale = zero
+    else:
+        # §6. The steepest (ε, δ) curve: going up, f(n+1) = min(T1, T2)(f(n)) with
+        # T1(y) = e^ε y + δ (eq. 6.11) and T2(y) = 1 - e^-ε (1 - δ - y) (eq. 6.12). Their
+        # closed forms (eqs. 6.18, 6.26; 6.27 is the first step of 6.26) are
+        # f = (y + β) e^{ε(n-J)} - β below and 1 - f = (1 - y + β) e^{-ε(n-J)} - β above
+        # the junction J, where y = f(J) is the last value <= p0 (eq. 6.10). Both
+        # constraints then hold at every step, whatever the fractional placement.
+        dlt = to_decimal(delta * (1 - SAFETY_MARGIN))
+        beta = dlt * down / (1 - down)
+        p0 = generalized_p0(eps, dlt)
+        if prob <= p0:
+            steps = _floor(((p0 + beta) / (prob + beta)).ln() / eps)
+            junction = min_count + steps
+            y = (prob + beta) * (eps * steps).exp() - beta
+        else:
+            steps = -_floor(-(((1 - p0 + beta) / (1 - prob + beta)).ln() / eps))
+            junction = min_count - steps
+            y = 1 + beta - (1 - prob + beta) * (eps * steps).exp()
+        lower_scale = y + beta
+        upper_scale = 1 - y + beta
+    if method == "cutoff" or (method == "generalized" and beta > 0):
+        # Tails set to exactly 0 / 1: harmless while the next value stays <= δ (it is below
+        # 2^-44 δ e^-ε times e^ε', far inside the δ margin).
+        spent = (1 - down) if method == "cutoff" else beta * (1 - down) / down
+        cut = spent * down / Decimal(2**_DELTA_TAIL_LOG2)
+        tail = zero
+    else:
+        # Pure curves: clamping a valid curve to [c, 1 - c] keeps both inequalities.
+        cut = Decimal(2) ** -PURE_TAIL_LOG2
+        tail = cut
+    rel_bits = 48 + max(0, math.ceil(-math.log2(epsilon)))
+    return DecisionCurve(
+        method=method,
+        eps=eps,
+        beta=beta,
+        junction=junction,
+        lower_scale=lower_scale,
+        upper_scale=upper_scale,
+        cut=cut,
+        tail=tail,
+        lower_reach=_reach(lower_scale, cut, eps),
+        upper_reach=_reach(upper_scale, cut, eps) if upper_scale > 0 else 0,
+        rel_bits=rel_bits,
+    )
+
+
+# A decision for one count: a coin, or a constant when the curve is exactly 0 or 1.
+_Outcome = Coin | bool
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def decision_coin(curve: DecisionCurve, count: int) -> _Outcome:
+    """The exact Bernoulli coin that decides ``Q(count)`` (True/False: a sure outcome)."""
+    with precise():
+        if count <= curve.junction:
+            steps = min(curve.junction - count, curve.lower_reach)
+            value = curve.lower_scale * (-curve.eps * steps).exp() - curve.beta
+            upper = False
+        elif curve.upper_scale == 0:
+            return True
+        else:
+            steps = min(count - curve.junction, curve.upper_reach)
+            value = curve.upper_scale * (-curve.eps * steps).exp() - curve.beta
+            upper = True
+        if value < curve.cut:
+            if curve.tail == 0:
+                return upper
+            value = curve.tail
+        # ``value`` is Pr(True) below the junction and Pr(False) above it; rounding it (not
+        # its complement) keeps the small side accurate to 2^-rel_bits relative.
+        return make_coin(value, curve.rel_bits, complement=upper)
+
+
+def realized_probability(curve: DecisionCurve, count: int) -> Fraction:
+    """The exact probability that ``Q(count)`` is True, as sampled."""
+    outcome = decision_coin(curve, count)
+    if isinstance(outcome, bool):
+        return Fraction(int(outcome))
+    return outcome.probability
+
+
+def sample_decisions(
+    counts: NDArray[np.int64],
+    *,
+    min_count: int,
+    epsilon: Fraction,
+    delta: Fraction,
+    method: str,
+    p: float | Fraction,
+    source: BitSource,
+) -> NDArray[np.bool_]:
+    """One independent decision per entry of ``counts`` (validated parameters).
+
+    Counts that share a coin (equal counts, or counts in the same clamped tail) are drawn
+    in one vectorized :func:`dpframe._coins.bernoulli` call; the Python loop runs over
+    distinct coins only.
+    """
+    prob = p if isinstance(p, Fraction) else simplest_rational(float(p))
+    curve = decision_curve(min_count, epsilon, delta, method, prob)
+    flat = np.asarray(counts, dtype=np.int64).reshape(-1)
+    result = np.zeros(flat.size, dtype=np.bool_)
+    if not flat.size:
+        return result.reshape(np.shape(counts))
+    unique, inverse = np.unique(flat, return_inverse=True)
+    index_of: dict[_Outcome, int] = {}
+    outcomes: list[_Outcome] = []
+    group_of_unique = np.empty(unique.size, dtype=np.intp)
+    for position, count in enumerate(unique.tolist()):
+        outcome = decision_coin(curve, count)
+        if outcome not in index_of:
+            index_of[outcome] = len(outcomes)
+            outcomes.append(outcome)
+        group_of_unique[position] = index_of[outcome]
+    group = group_of_unique[inverse.reshape(-1)]
+    order = np.argsort(group, kind="stable")
+    bounds = np.cumsum(np.bincount(group, minlength=len(outcomes)))
+    start = 0
+    for outcome, stop in zip(outcomes, bounds.tolist(), strict=True):
+        members = order[start:stop]
+        if isinstance(outcome, bool):
+            result[members] = outcome
+        else:
+            result[members] = bernoulli(source, outcome, members.size, False)
+        start = stop
+    return result.reshape(np.shape(counts))
+
+
+# ---------------------------------------------------------------- public functions
+
+
+def decision_probability(
+    counts: ArrayLike,
+    *,
+    min_count: int,
+    epsilon: float,
+    delta: float = 0.0,
+    method: str = "laplace",
+    p: float = 0.5,
+) -> NDArray[np.float64]:
+    """Probability that :func:`threshold_decision` says True, for each true count.
+
+    This is public knowledge (it depends on the parameters only, not on any data), so
+    calling it spends no privacy budget. Use it to choose ``min_count``, ``epsilon``,
+    ``delta``, ``method`` and ``p`` before deciding.
+
+    Parameters
+    ----------
+    counts : array_like of int
+        True counts ``N >= 0`` at which to evaluate the curve. Any shape.
+    min_count : int
+        ``m``: the number of records that should count as enough (``0 <= m <= 2**62``).
+    epsilon : float
+        Privacy-loss parameter, ``2**-64 <= epsilon <= 200``.
+    delta : float, default 0.0
+        ``"laplace"``: must be 0. ``"cutoff"``: must be at least ``1 - exp(-epsilon)``
+        (an acknowledgement of that large cost). ``"generalized"``: any value in
+        ``[0, 1)``, the δ the curve spends.
+    method : {"laplace", "cutoff", "generalized"}, default "laplace"
+        The decision rule of seed 001 (§4, §5, §6); see :func:`threshold_decision`.
+    p : float, default 0.5
+        ``Pr(True)`` at ``N = min_count``, strictly between 0 and 1 (``"cutoff"``
+        always has 1 there and only accepts the default).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        ``Pr(Q(N) = True)`` for each count, with the shape of ``counts``: the exact
+        probability realized by the sampler, rounded to the nearest float.
+
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For parameters outside the ranges above, non-integer or negative counts, or a
+        ``delta``/``p`` the method cannot honour.
+
+    Notes
+    -----
+    The curves (seed 001) for the true count ``N`` and ``m = min_count``:
+
+    * ``"laplace"``: ``½ e^{ε(N - k)}`` for ``N < k`` and ``1 - ½ e^{ε(k - N)}`` for
+      ``N >= k``, with ``k = m + ln(2(1 - p))/ε`` for ``p >= ½`` and
+      ``k = m - ln(2p)/ε`` for ``p < ½`` (eqs. 4.2-4.7). For ``ε = 10^-3``,
+      ``p = 0.99`` gives ``k = m - 3912``; the curve needs about 7800 counts to go
+      from 0.01 to 0.99.
+    * ``"cutoff"``: ``e^{ε(N - m)}`` for ``N < m`` and exactly 1 from ``m`` on (§5).
+    * ``"generalized"``: the steepest curve allowed by ``(ε, δ)``-DP (§6): geometric
+      growth ``f(N+1) = e^ε f(N) + δ`` below ``p0`` (eq. 6.10), geometric decay of
+      ``1 - f`` above it, placed so that ``f(m) = p``; exactly 0 and 1 in its far
+      tails when ``δ > 0``. For ``ε = δ = 10^-3`` it climbs from 0.5 to 0.99 in about
+      400 counts. With ``δ = 0`` it is the steepest pure ε-DP curve, within ``ε²/8``
+      of the Laplace curve.
+
+    The values differ from these formulas by the safety margin described in
+    :func:`threshold_decision` (relative ``2^-40 · ε`` or so) and, for pure curves,
+    in tails below ``2^-256``.
+
+    References
+    ----------
+    Seed ``001_ac8d45847700a6b3.txt`` ("Implementation of Stochastic Decision").
+
+    Examples
+    --------
+    >>> import dpframe.mechanisms as dpm
+    >>> probs = dpm.decision_probability([90, 100, 110], min_count=100, epsilon=0.1)
+    >>> [round(float(x), 3) for x in probs]
+    [0.184, 0.5, 0.816]
+    >>> float(dpm.decision_probability(100, min_count=100, epsilon=1.0, p=0.99))
+    0.99
+    """
+    checked = _check(min_count, epsilon, delta, method, p)
+    array = _counts(counts)
+    curve = decision_curve(
+        checked.min_count, checked.epsilon, checked.delta, checked.method, checked.p
+    )
+    unique, inverse = np.unique(array.reshape(-1), return_inverse=True)
+    values = np.array(
+        [float(realized_probability(curve, count)) for count in unique.tolist()],
+        dtype=np.float64,
+    )
+    return values[inverse.reshape(-1)].reshape(array.shape)
+
+
+def threshold_decision(
+    count: int,
+    *,
+    min_count: int,
+    epsilon: float,
+    delta: float = 0.0,
+    method: str = "laplace",
+    p: float = 0.5,
+    rng: Any = None,
+) -> bool:
+    """Decide, with differential privacy, whether a count reaches ``min_count``.
+
+    Answers "are there at least ``min_count`` records?" with a random True/False whose
+    probability rises with the true count: ``p`` at ``count == min_count``, near 0 far
+    below it, near 1 far above it. Use it to gate a release on having enough data
+    without revealing the count.
+
+    Parameters
+    ----------
+    count : int
+        The true number of records (``>= 0``).
+    min_count : int
+        ``m``: the number of records that should count as enough (``0 <= m <= 2**62``).
+    epsilon : float
+        Privacy-loss parameter, ``2**-64 <= epsilon <= 200``.
+    delta : float, default 0.0
+        ``"laplace"``: must be 0 (pure ε-DP). ``"cutoff"``: must be at least
+        ``1 - exp(-epsilon)``, which is what the rule spends (0.632 for
+        ``epsilon = 1``); passing it is the acknowledgement. ``"generalized"``: the δ to
+        spend, in ``[0, 1)``; 0 gives the steepest pure ε-DP curve.
+    method : {"laplace", "cutoff", "generalized"}, default "laplace"
+        ``"laplace"``: ``count + Laplace(1/epsilon) >= k`` (seed 001 §4).
+        ``"cutoff"``: always True from ``min_count`` on, ``exp(epsilon (count - m))``
+        below (§5). ``"generalized"``: the steepest curve ``(epsilon, delta)``-DP allows
+        (§6). See :func:`decision_probability` for the curves.
+    p : float, default 0.5
+        ``Pr(True)`` at ``count == min_count``, strictly between 0 and 1. Above ½ is
+        generous (a count at the minimum usually passes), below ½ conservative.
+        ``"cutoff"`` has probability 1 at ``min_count`` and only accepts the default.
+    rng : numpy.random.Generator or seed, optional
+        For teaching and tests only: makes the decision reproducible, hence not
+        private. The default draws from an AES-256-CTR keystream keyed by ``os.urandom``.
+
+    Returns
+    -------
+    bool
+        The decision.
+
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For an epsilon outside ``[2**-64, 200]``, a delta outside ``[0, 1)``, a
+        probability ``p`` outside ``(0, 1)``, an unknown method, a non-integer or
+        negative ``count`` or ``min_count``, a nonzero ``delta`` with ``"laplace"``, a
+        ``delta`` below ``1 - exp(-epsilon)`` or a ``p`` other than 0.5 with
+        ``"cutoff"``, or a bad ``rng``. Nothing is drawn before every check passed.
+
+    Notes
+    -----
+    **Privacy.** Two data sets are neighbours when one row is added or removed, which
+    changes ``count`` by one. A randomized True/False answer ``Q`` is
+    ``(ε, δ)``-differentially private exactly when, for every ``N``,
+    ``Pr(Q(N+1)) <= e^ε Pr(Q(N)) + δ`` and ``Pr(not Q(N)) <= e^ε Pr(not Q(N+1)) + δ``
+    (seed 001, §2; the other two inequalities follow because every curve rises with
+    ``N``). The guarantee and the cost to charge are:
+
+    * ``"laplace"``: ``(ε, 0)``, pure ε-DP (the Laplace mechanism followed by a
+      comparison).
+    * ``"cutoff"``: ``(ε, 1 - e^{-ε})`` (seed 001, eqs. 5.5-5.8). **This δ is large**:
+      0.632 for ε = 1, 0.095 for ε = 0.1. It means that a count just below ``m`` and
+      one at ``m`` can be told apart with that probability: one person's presence
+      can be revealed. Prefer ``"generalized"`` with a small δ.
+    * ``"generalized"``: ``(ε, δ)``; with ``δ = 0``, ``(ε, 0)``.
+
+    **What "exact" means here.** The decision is one draw of a Bernoulli coin whose
+    probability is a dyadic rational (``numerator / 2^(64·words)``), drawn by comparing
+    uniformly random 64-bit words with its binary digits (:mod:`dpframe._coins`), so
+    the realized probability of True is exactly that rational; no floating-point
+    uniform is compared with a floating-point probability. Each count's probability is
+    computed in 120-digit decimal arithmetic from the closed-form curve for
+    ``ε' = ε(1 - 2^-40)`` and ``δ' = δ(1 - 2^-40)``, then rounded to within a relative
+    ``2^-(48 + log2(1/ε))`` of ``min(f, 1 - f)``. The margin this leaves in both
+    inequalities (``(e^ε - e^ε') f + (δ - δ') >= 2^-40 (ε f + δ)``) is more than the
+    rounding can use up, so the *realized* probabilities satisfy both inequalities
+    with the requested ``ε`` and ``δ``; the test suite checks this in exact rational
+    arithmetic, against a rational lower bound on ``e^ε``, over thousands of counts
+    around ``min_count`` and at the tails for every method. In the far tails, pure
+    curves are held flat at ``2^-256`` (and ``1 - 2^-256``), which keeps ε-DP since
+    clamping a valid curve to ``[c, 1 - c]`` keeps both inequalities; curves with
+    ``δ > 0`` become exactly 0 (or 1) once within ``2^-44 δ e^-ε`` of it, which the
+    δ margin covers.
+
+    **Not constant time.** The work done depends on the count (a few decimal
+    exponentials, rarely an extra random word), so an observer who can time the call
+    learns something about the count. Do not expose timings.
+
+    References
+    ----------
+    Seed ``001_ac8d45847700a6b3.txt`` ("Implementation of Stochastic Decision"): §4
+    Laplace noise decision, §5 cutoff exponential, §6 generalized Laplace noise decision.
+    C. Dwork, A. Roth, *The Algorithmic Foundations of Differential Privacy*, 2014.
+
+    Examples
+    --------
+    >>> import dpframe.mechanisms as dpm
+    >>> enough = dpm.threshold_decision(1234, min_count=1000, epsilon=0.1)
+    >>> isinstance(enough, bool)
+    True
+    >>> dpm.threshold_decision(10**6, min_count=1000, epsilon=0.1, delta=1e-6,
+    ...                        method="generalized", p=0.9)
+    True
+    """
+    checked = _check(min_count, epsilon, delta, method, p)
+    value = _integer(count, "count", "Pass the true number of records, an integer >= 0.")
+    source = bit_source(rng)
+    decided = sample_decisions(
+        np.array([value], dtype=np.int64),
+        min_count=checked.min_count,
+        epsilon=checked.epsilon,
+        delta=checked.delta,
+        method=checked.method,
+        p=checked.p,
+        source=source,
+    )
+    return bool(decided[0])

@@ -1,0 +1,421 @@
+"""The .dp accessor: labels and shapes, noise, neighbour audits, bad input, ledger rules."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.typing import NDArray
+
+import dpframe
+from dpframe import _aggregate, _random
+from dpframe.datasets import OCCUPATIONS, SEXES, census
+from dpframe.errors import (
+    BudgetExceededError,
+    DomainError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    MissingColumnError,
+)
+from tests._stats import (
+    FALSE_ALARM,
+    audit,
+    chi_square_pvalue,
+    two_sided_geometric_pmf,
+)
+
+
+@pytest.fixture
+def df() -> pd.DataFrame:
+    return census(2000, seed=11)
+
+
+class _Counter:
+    words = 0
+
+
+@pytest.fixture
+def words(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    counter = _Counter()
+    original = _random.CryptoBitSource.words
+
+    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
+        counter.words += n
+        return original(self, n)
+
+    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
+    return counter
+
+
+# ---------------------------------------------------------------- labels and shapes
+
+
+def test_crosstab_is_labelled_like_pandas(df: pd.DataFrame) -> None:
+    noisy = df.dp.crosstab("Occupation", "Sex", epsilon=1.0)
+    exact = pd.crosstab(df["Occupation"], df["Sex"], dropna=False)
+    assert noisy.shape == exact.shape == (5, 2)
+    assert noisy.index.equals(exact.index)
+    assert noisy.columns.equals(exact.columns)
+    assert noisy.index.name == "Occupation"
+    assert noisy.columns.name == "Sex"
+    assert list(noisy.index) == list(OCCUPATIONS)
+    assert all(dtype == np.int64 for dtype in noisy.dtypes)
+
+
+def test_crosstab_keeps_empty_keys_of_the_domain() -> None:
+    frame = census(50, seed=2)
+    frame = frame[frame["Occupation"] != "Unicorn Wrangler"]
+    noisy = frame.dp.crosstab("Occupation", "Sex", epsilon=1.0)
+    assert "Unicorn Wrangler" in noisy.index  # a real zero, protected by noise
+
+
+def test_crosstab_with_a_declared_domain_on_str_columns(df: pd.DataFrame) -> None:
+    plain = df.astype({"Occupation": "str", "Sex": "str"})
+    domain = {"Occupation": list(OCCUPATIONS), "Sex": list(SEXES)}
+    noisy = plain.dp.crosstab("Occupation", "Sex", epsilon=1.0, domain=domain)
+    assert list(noisy.index) == list(OCCUPATIONS)  # declared order, not sorted
+    assert list(noisy.columns) == list(SEXES)
+    exact = pd.crosstab(plain["Occupation"], plain["Sex"]).reindex(
+        index=list(OCCUPATIONS), columns=list(SEXES), fill_value=0
+    )
+    assert (noisy - exact).abs().to_numpy().max() < 60  # noise, not a different table
+
+
+def test_keys_outside_the_domain_and_missing_keys_go_nowhere() -> None:
+    frame = pd.DataFrame({"k": ["a", "b", "zzz", None, "a"]})
+    counts = frame.dp.count(epsilon=50.0, by="k", domain={"k": ["a", "b", "c"]})
+    assert list(counts.index) == ["a", "b", "c"]
+    # epsilon 50: P(noise != 0) is about 4e-22 per cell
+    assert counts.tolist() == [2, 1, 0]
+
+
+def test_crosstab_multiindex(df: pd.DataFrame) -> None:
+    noisy = df.dp.crosstab(["Occupation", "Married"], "Sex", epsilon=1.0)
+    assert isinstance(noisy.index, pd.MultiIndex)
+    assert noisy.shape == (25, 2)
+    assert noisy.index.names == ["Occupation", "Married"]
+
+
+@pytest.mark.parametrize("normalize", [False, True, "index", "columns"])
+def test_margins_and_normalize_follow_pandas_on_the_noisy_cells(
+    df: pd.DataFrame, normalize: Any
+) -> None:
+    noisy = df.dp.crosstab(
+        "Occupation", "Sex", epsilon=2.0, margins=True, normalize=normalize, nonnegative=True
+    )
+    exact = pd.crosstab(
+        df["Occupation"], df["Sex"], margins=True, normalize=normalize, dropna=False
+    )
+    assert noisy.index.equals(exact.index)
+    assert noisy.columns.equals(exact.columns)
+    if normalize is False:
+        cells = noisy.iloc[:-1, :-1]
+        assert (noisy.iloc[:-1, -1] == cells.sum(axis=1)).all()
+        assert noisy.iloc[-1, -1] == cells.to_numpy().sum()
+
+
+def test_count_and_sum_results(df: pd.DataFrame) -> None:
+    n = df.dp.count(epsilon=1.0)
+    assert isinstance(n, int)
+    by = df.dp.count(epsilon=1.0, by="Sex")
+    assert list(by.index) == list(SEXES)
+    total = df.dp.sum("Earnings", epsilon=1.0, bounds=(0, 10**6))
+    assert isinstance(total, float)
+    grouped = df.dp.sum("Earnings", epsilon=1.0, bounds=(0, 10**6), by="Occupation")
+    assert list(grouped.index) == list(OCCUPATIONS)
+    assert grouped.dtype == np.float64
+
+
+def test_typed_entry_point(df: pd.DataFrame) -> None:
+    accessor = dpframe.dp(df)
+    assert isinstance(accessor, type(df.dp))
+    with pytest.raises(InvalidParameterTypeError):
+        dpframe.dp([1, 2, 3])  # type: ignore[arg-type]
+
+
+def test_release_metadata_is_json_and_complete(df: pd.DataFrame) -> None:
+    for result in (
+        df.dp.count(epsilon=0.5),
+        df.dp.count(epsilon=0.5, by="Sex"),
+        df.dp.sum("Age", epsilon=0.5, bounds=(0, 120)),
+        df.dp.crosstab("Occupation", "Sex", epsilon=0.5, margins=True),
+    ):
+        info = dpframe.release_info(result)
+        json.dumps(info)
+        for key in ("mechanism", "epsilon", "delta", "noise_scale", "error_bound", "private"):
+            assert key in info
+        assert info["private"] is True
+
+
+def test_rng_marks_the_release_not_private(df: pd.DataFrame) -> None:
+    result = df.dp.count(epsilon=0.5, rng=np.random.default_rng(1))
+    assert dpframe.release_info(result)["private"] is False
+    assert not bool(df.dp.ledger.history["private"].iloc[-1])
+
+
+def test_nonnegative_sets_negative_counts_to_zero() -> None:
+    empty = pd.DataFrame({"k": pd.Categorical([], categories=list(range(2000)))})
+    counts = empty.dp.count(epsilon=0.5, by="k", nonnegative=True)
+    assert counts.min() == 0
+    raw = empty.dp.count(epsilon=0.5, by="k")
+    assert raw.min() < 0  # unbiased by default: about half the empty cells are negative
+
+
+# ---------------------------------------------------------------- noise distribution
+
+
+def _many_cells(count: int, cells: int) -> pd.DataFrame:
+    keys = np.repeat(np.arange(cells), count)
+    return pd.DataFrame({"k": pd.Categorical.from_codes(keys, categories=list(range(cells)))})
+
+
+def test_count_noise_matches_the_geometric_pmf() -> None:
+    frame = _many_cells(3, 200_000)
+    noise = np.concatenate([frame.dp.count(epsilon=0.7, by="k").to_numpy() - 3 for _ in range(5)])
+    support = np.arange(-80, 81)
+    assert chi_square_pvalue(noise, support, two_sided_geometric_pmf(support, 0.7)) > FALSE_ALARM
+
+
+def test_crosstab_noise_matches_the_geometric_pmf() -> None:
+    frame = _many_cells(2, 1000).assign(s=pd.Categorical(["x"] * 2000, categories=["x", "y"]))
+    noise = np.concatenate(
+        [frame.dp.crosstab("k", "s", epsilon=1.3)["x"].to_numpy() - 2 for _ in range(300)]
+    )
+    support = np.arange(-50, 51)
+    assert chi_square_pvalue(noise, support, two_sided_geometric_pmf(support, 1.3)) > FALSE_ALARM
+
+
+def test_sum_noise_matches_the_geometric_pmf_on_its_grid() -> None:
+    frame = pd.DataFrame(
+        {"k": pd.Categorical.from_codes(np.arange(100_000), categories=list(range(100_000)))}
+    ).assign(x=0.0)
+    epsilon = 2.0**32 / 3  # noise scale of about 3 grid steps
+    result = frame.dp.sum("x", epsilon=epsilon, bounds=(-1.0, 1.0), by="k")
+    step = dpframe.release_info(result)["grid_step"]
+    noise = np.rint(result.to_numpy() / step).astype(np.int64)
+    unit = epsilon / round(1.0 / step)
+    support = np.arange(-100, 101)
+    assert chi_square_pvalue(noise, support, two_sided_geometric_pmf(support, unit)) > FALSE_ALARM
+
+
+# ---------------------------------------------------------------- neighbour audits
+
+
+def _count_release(value: int, n: int, epsilon: float) -> NDArray[np.int64]:
+    """n independent releases of one cell with `value` rows (one call, one cell per release)."""
+    cells = 200_000
+    out = []
+    while sum(len(o) for o in out) < n:
+        out.append(_many_cells(value, cells).dp.count(epsilon=epsilon, by="k").to_numpy())
+    return np.concatenate(out)[:n]
+
+
+@pytest.mark.parametrize("weaken", [False, True])
+def test_count_neighbour_audit(weaken: bool) -> None:
+    """D has 3 rows in a cell, D minus one row has 2; the validity twin uses 25% less noise."""
+    epsilon = 1.0
+    used = epsilon / 0.75 if weaken else epsilon
+    support = np.arange(-60, 61)
+
+    def pmf(value: int) -> NDArray[np.float64]:
+        return two_sided_geometric_pmf(support, epsilon)
+
+    worst, tolerance = audit(lambda v, n: _count_release(v, n, used), 3, 2, pmf, epsilon)
+    assert (worst > tolerance) if weaken else (worst < tolerance)
+
+
+# ---------------------------------------------------------------- exact sums
+
+
+def test_sums_are_exact_on_the_grid() -> None:
+    """Float sums round and depend on order (Casacuberta et al.); the grid sum does not."""
+    values = np.array([1e16, 1.0, -1e16, 1.0] * 1000)
+    grid = _aggregate.SumGrid.for_bounds(-1e16, 1e16)
+    units = grid.to_units(values)
+    assert _aggregate.sum_total(units) * grid.step == math.fsum(
+        np.rint(values / grid.step) * grid.step
+    )
+    shuffled = grid.to_units(np.random.default_rng(0).permutation(values))
+    assert _aggregate.sum_total(shuffled) == _aggregate.sum_total(units)
+
+
+def test_sum_table_matches_the_total() -> None:
+    rng = np.random.default_rng(5)
+    values = rng.normal(0, 1e3, size=100_000)
+    keys = rng.integers(0, 7, size=100_000)
+    grid = _aggregate.SumGrid.for_bounds(-2e3, 2e3)
+    units = grid.to_units(values)
+    table = _aggregate.sum_table(_aggregate.cell_keys([keys], [7]), units, [7])
+    assert int(table.sum()) == _aggregate.sum_total(units)
+    assert table[3] == int(units[keys == 3].sum())
+
+
+def test_nan_is_skipped_and_inf_is_clamped() -> None:
+    frame = pd.DataFrame({"x": [1.0, np.nan, np.inf, -np.inf, 2.0]})
+    total = frame.dp.sum("x", epsilon=1e9, bounds=(-10.0, 10.0))
+    # exact clamped sum: 1 + 10 - 10 + 2 = 3; epsilon 1e9 keeps the noise below 1e-6 w.h.p.
+    assert abs(total - 3.0) < 1e-3
+
+
+def test_auto_bounds_spend_their_share_in_their_own_row() -> None:
+    frame = pd.DataFrame({"x": np.random.default_rng(1).uniform(0, 900, size=50_000)})
+    frame.dp.set_budget(epsilon=1.0)
+    total = frame.dp.sum("x", epsilon=1.0, bounds="auto", bounds_epsilon=0.4)
+    info = dpframe.release_info(total)
+    assert info["bounds"] == [0.0, 1024.0]
+    history = frame.dp.ledger.history
+    assert list(history["method"]) == ["sum bounds (auto)", "sum"]
+    assert history["epsilon"].tolist() == [0.4, 0.6]
+    assert float(frame.dp.ledger.remaining.epsilon) == 0
+
+
+# ---------------------------------------------------------------- bad input, nothing charged
+
+
+BAD_CALLS = [
+    ("count", {"epsilon": 0}),
+    ("count", {"epsilon": float("nan")}),
+    ("count", {"epsilon": "1"}),
+    ("count", {"epsilon": True}),
+    ("count", {"epsilon": None}),
+    ("count", {"epsilon": -1}),
+    ("count", {"epsilon": float("inf")}),
+    ("count", {"epsilon": 1.0, "by": "Age"}),  # no declared domain
+    ("count", {"epsilon": 1.0, "by": "Nope"}),
+    ("count", {"epsilon": 1.0, "where": "Nope > 3"}),
+    ("count", {"epsilon": 1.0, "where": [True, False]}),
+    ("count", {"epsilon": 1.0, "nonnegative": "yes"}),
+    ("count", {"epsilon": 1.0, "by": "Age", "domain": {"Age": [1, 1, 2]}}),
+    ("count", {"epsilon": 1.0, "by": "Age", "domain": ["Age"]}),
+    ("sum", {"column": "Earnings", "epsilon": 1.0, "bounds": (5, 1)}),
+    ("sum", {"column": "Earnings", "epsilon": 1.0, "bounds": (0, float("nan"))}),
+    ("sum", {"column": "Earnings", "epsilon": 1.0, "bounds": None}),
+    ("sum", {"column": "Sex", "epsilon": 1.0, "bounds": (0, 1)}),
+    ("sum", {"column": "Nope", "epsilon": 1.0, "bounds": (0, 1)}),
+    ("sum", {"column": "Earnings", "epsilon": 1.0, "bounds": "auto", "bounds_epsilon": 1.0}),
+    ("sum", {"column": "Earnings", "epsilon": 1.0, "bounds": (0, 1), "bounds_epsilon": 0.1}),
+    ("crosstab", {"index": "Occupation", "columns": "Age", "epsilon": 1.0}),
+    ("crosstab", {"index": "Occupation", "columns": "Sex", "epsilon": 1.0, "values": "Age"}),
+    (
+        "crosstab",
+        {
+            "index": "Occupation",
+            "columns": "Sex",
+            "epsilon": 1.0,
+            "values": "Age",
+            "aggfunc": "mean",
+            "bounds": (0, 1),
+        },
+    ),
+    ("crosstab", {"index": "Occupation", "columns": "Sex", "epsilon": 1.0, "normalize": "rows"}),
+    ("crosstab", {"index": "Occupation", "columns": "Sex", "epsilon": 1.0, "bounds": (0, 1)}),
+    (
+        "crosstab",
+        {
+            "index": "Occupation",
+            "columns": "Sex",
+            "epsilon": 1.0,
+            "margins": True,
+            "margins_name": "M",
+        },
+    ),
+    ("threshold_decision", {"min_count": 10, "epsilon": 1.0, "method": "magic"}),
+    ("threshold_decision", {"min_count": 10.5, "epsilon": 1.0}),
+    ("threshold_decision", {"min_count": 10, "epsilon": 1.0, "p": 1.0}),
+    ("threshold_decision", {"min_count": 10, "epsilon": 1.0, "delta": 1.0}),
+]
+
+
+@pytest.mark.parametrize(("method", "kwargs"), BAD_CALLS)
+def test_bad_input_is_refused_with_nothing_charged_or_drawn(
+    df: pd.DataFrame, words: _Counter, method: str, kwargs: dict[str, Any]
+) -> None:
+    df.dp.set_budget(epsilon=5.0)
+    words.words = 0
+    with pytest.raises(
+        (InvalidParameterError, InvalidParameterTypeError, DomainError, MissingColumnError)
+    ):
+        getattr(df.dp, method)(**kwargs)
+    assert df.dp.ledger.spent.epsilon == 0
+    assert words.words == 0
+    assert len(df.dp.ledger.history) == 0
+
+
+def test_missing_domain_error_shows_how_to_declare_one(df: pd.DataFrame) -> None:
+    with pytest.raises(DomainError, match=r'domain=\{"Age"'):
+        df.dp.count(epsilon=1.0, by="Age")
+
+
+def test_missing_column_suggests_a_close_name(df: pd.DataFrame) -> None:
+    with pytest.raises(MissingColumnError, match="Did you mean 'Sex'"):
+        df.dp.count(epsilon=1.0, by="sex")
+
+
+def test_duplicate_column_names_are_refused() -> None:
+    frame = pd.DataFrame([[1, 2]], columns=["a", "a"])
+    with pytest.raises(InvalidParameterError, match="duplicate"):
+        frame.dp.sum("a", epsilon=1.0, bounds=(0, 5))
+
+
+# ---------------------------------------------------------------- ledger rules through the accessor
+
+
+def test_overspending_is_refused_before_any_noise(df: pd.DataFrame, words: _Counter) -> None:
+    df.dp.set_budget(epsilon=1.0)
+    df.dp.crosstab("Occupation", "Sex", epsilon=0.75)
+    words.words = 0
+    with pytest.raises(BudgetExceededError):
+        df.dp.crosstab("Occupation", "Sex", epsilon=0.5)
+    assert words.words == 0
+    assert df.dp.ledger.spent.epsilon == pytest.approx(0.75)
+    df.dp.count(epsilon=0.25)  # exactly what remains
+    assert df.dp.ledger.remaining.epsilon == 0
+
+
+def test_auto_bounds_check_the_whole_cost_first(words: _Counter) -> None:
+    frame = pd.DataFrame({"x": np.arange(1000.0)})
+    frame.dp.set_budget(epsilon=0.5)
+    words.words = 0
+    with pytest.raises(BudgetExceededError):
+        frame.dp.sum("x", epsilon=0.6, bounds="auto")
+    assert words.words == 0
+    assert len(frame.dp.ledger.history) == 0
+
+
+def test_eleven_elevenths_fit(df: pd.DataFrame) -> None:
+    df.dp.set_budget(epsilon=1.0)
+    for _ in range(11):
+        df.dp.count(epsilon=1 / 11)
+    assert df.dp.ledger.remaining.epsilon == 0
+    with pytest.raises(BudgetExceededError):
+        df.dp.count(epsilon=1e-9)
+
+
+def test_derived_frames_spend_the_same_budget(df: pd.DataFrame) -> None:
+    df.dp.set_budget(epsilon=1.0)
+    adults = df[df["Age"] >= 18]
+    adults.dp.count(epsilon=0.5)
+    df[["Occupation", "Sex"]].dp.crosstab("Occupation", "Sex", epsilon=0.25)
+    assert df.dp.ledger.spent.epsilon == pytest.approx(0.75)
+    with pytest.raises(BudgetExceededError):
+        df.head(10).dp.count(epsilon=0.5)
+
+
+def test_threshold_decision_charges_its_cost(df: pd.DataFrame) -> None:
+    decided = df.dp.threshold_decision(min_count=100, epsilon=0.5)
+    assert isinstance(decided, bool)
+    cut = df.dp.threshold_decision(min_count=100, epsilon=0.5, method="cutoff")
+    assert isinstance(cut, bool)
+    history = df.dp.ledger.history
+    assert history["delta"].iloc[0] == 0
+    assert history["delta"].iloc[1] == pytest.approx(1 - math.exp(-0.5))
+
+
+def test_threshold_decision_is_right_far_from_the_threshold(df: pd.DataFrame) -> None:
+    assert df.dp.threshold_decision(min_count=10, epsilon=1.0)
+    assert not df.dp.threshold_decision(min_count=10**6, epsilon=1.0)
+    assert not df.dp.threshold_decision(min_count=100, epsilon=1.0, where="Age > 200")
