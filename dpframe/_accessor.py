@@ -40,7 +40,7 @@ class _Grouping:
     names: list[Any]
     domains: list[pd.Index]
     dtypes: list[Any]
-    codes: list[NDArray[np.intp]]
+    codes: list[_aggregate.Codes]
 
     @property
     def sizes(self) -> list[int]:
@@ -205,8 +205,7 @@ class DPAccessor:
             if grouping is None:
                 exact = np.array([len(self._frame) if mask is None else int(mask.sum())])
             else:
-                keys = _aggregate.cell_keys(grouping.codes, grouping.sizes)
-                exact = _aggregate.count_table(keys, grouping.sizes, mask).reshape(-1)
+                exact = _aggregate.count_table(grouping.codes, grouping.sizes, mask).reshape(-1)
             noisy = mechanisms.geometric(exact, epsilon=eps, rng=rng)
             part = self._count_release("count", grouping, eps, private, keep_nonnegative)
             if keep_nonnegative:
@@ -322,26 +321,25 @@ class DPAccessor:
                 )
             checked_bounds = _validation.real_bounds(bounds)
             share = Fraction(0)
-        present = ~np.isnan(values)
-        use = present if mask is None else present & mask
         private = rng is None
         names = [str(column)] + ([] if grouping is None else [str(n) for n in grouping.names])
 
         def release() -> tuple[Any, list[_results.Release]]:
             parts: list[_results.Release] = []
             if checked_bounds is None:
-                found, bounds_part = _approx_bounds(values[use], share, names, private, rng)
+                usable = ~np.isnan(values) if mask is None else mask & ~np.isnan(values)
+                found, bounds_part = _approx_bounds(values[usable], share, names, private, rng)
                 parts.append(bounds_part)
                 lo, hi = found
             else:
                 lo, hi = checked_bounds
             grid = _aggregate.SumGrid.for_bounds(lo, hi)
-            units = grid.to_units(np.where(use, values, 0.0))
             if grouping is None:
-                exact = np.array([_aggregate.sum_total(units, use)])
+                exact = np.array([_aggregate.sum_total(grid, values, mask)])
             else:
-                keys = _aggregate.cell_keys(grouping.codes, grouping.sizes)
-                exact = _aggregate.sum_table(keys, units, grouping.sizes, use).reshape(-1)
+                exact = _aggregate.sum_table(
+                    grid, values, grouping.codes, grouping.sizes, mask
+                ).reshape(-1)
             sum_eps = eps - share
             sensitivity = max(grid.sensitivity_units, 1)
             noisy_units = mechanisms.geometric(
@@ -479,15 +477,12 @@ class DPAccessor:
         names = [str(n) for n in [*row_names, *col_names]]
 
         def release() -> tuple[pd.DataFrame, list[_results.Release]]:
-            sizes = rows.sizes + cols.sizes
-            keys = _aggregate.cell_keys(rows.codes + cols.codes, sizes)
+            sizes, codes = rows.sizes + cols.sizes, rows.codes + cols.codes
             shape = (math.prod(rows.sizes), math.prod(cols.sizes))
             if summing:
                 lo, hi = checked_bounds
                 grid = _aggregate.SumGrid.for_bounds(lo, hi)
-                present = ~np.isnan(summed)
-                units = grid.to_units(np.where(present, summed, 0.0))
-                exact = _aggregate.sum_table(keys, units, sizes, present).reshape(shape)
+                exact = _aggregate.sum_table(grid, summed, codes, sizes).reshape(shape)
                 sensitivity = max(grid.sensitivity_units, 1)
                 noisy = mechanisms.geometric(exact, epsilon=eps, sensitivity=sensitivity, rng=rng)
                 cells: NDArray[Any] = noisy.astype(np.float64) * grid.step
@@ -497,7 +492,7 @@ class DPAccessor:
                 sens_value = sensitivity * step
                 notes: dict[str, Any] = {"bounds": [lo, hi], "grid_step": step}
             else:
-                exact = _aggregate.count_table(keys, sizes).reshape(shape)
+                exact = _aggregate.count_table(codes, sizes).reshape(shape)
                 cells = mechanisms.geometric(exact, epsilon=eps, rng=rng)
                 unit_eps, step, mechanism = eps, 1.0, "geometric"
                 noise_scale, sens_value, notes = float(1 / eps), 1.0, {}
@@ -551,13 +546,16 @@ class DPAccessor:
         min_count : int
             The threshold m.
         epsilon, delta : float
-            Privacy parameters of the decision (``delta`` for ``method="generalized"``).
+            Privacy parameters of the decision. ``"laplace"`` spends no delta (pass 0);
+            ``"generalized"`` trades delta for a sharper decision.
         method : {"laplace", "cutoff", "generalized"}
             The decision rule of seed 001 (see :func:`dpframe.mechanisms.decision_probability`).
-            ``"cutoff"`` is always right above ``min_count`` but costs
-            ``delta = 1 - exp(-epsilon)``, which is charged (0.63 at epsilon 1: large).
+            ``"cutoff"`` is always right at or above ``min_count`` but needs
+            ``delta >= 1 - exp(-epsilon)`` (pass it, to acknowledge it): 0.63 at epsilon 1,
+            which is large; that is what is charged.
         p : float, default 0.5
-            Probability of deciding True when the count is exactly ``min_count``.
+            Probability of deciding True when the count is exactly ``min_count``
+            (``"cutoff"`` has no such choice).
         where : optional
             As for :meth:`count`.
         rng : optional
@@ -579,31 +577,26 @@ class DPAccessor:
         ----------
         Seed ``001_ac8d45847700a6b3.txt``.
         """
-        eps = _validation.epsilon(epsilon)
-        dlt = _validation.delta(delta)
-        rule = _validation.choice(method, "method", ("laplace", "cutoff", "generalized"))
-        level = _validation.probability(p, "p")
-        if isinstance(min_count, bool) or not isinstance(min_count, int | np.integer):
-            raise InvalidParameterTypeError(f"min_count must be an integer, got {min_count!r}.")
+        params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
         mask = _validation.where_mask(self._frame, where)
-        cost = _decisions.decision_cost(eps, dlt, rule)
+        cost = _decisions.decision_cost(params.epsilon, params.delta, params.method)
         private = rng is None
 
         def release() -> tuple[bool, list[_results.Release]]:
             count = len(self._frame) if mask is None else int(mask.sum())
             decided = _decisions.sample_decisions(
                 np.array([count], dtype=np.int64),
-                min_count=int(min_count),
-                epsilon=eps,
-                delta=dlt,
-                method=rule,
-                p=level,
+                min_count=params.min_count,
+                epsilon=params.epsilon,
+                delta=params.delta,
+                method=params.method,
+                p=params.p,
                 source=bit_source(rng),
             )
             part = _results.Release(
                 method="threshold_decision",
                 columns=[],
-                mechanism=f"{rule} decision",
+                mechanism=f"{params.method} decision",
                 epsilon=cost[0],
                 delta=cost[1],
                 sensitivity=1,

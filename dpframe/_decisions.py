@@ -48,11 +48,11 @@ METHODS = ("laplace", "cutoff", "generalized")
 # both inequalities absorbs the rounding of every probability to a dyadic coin.
 SAFETY_MARGIN = Fraction(1, 2**40)
 # Pure (δ = 0) curves never reach 0 or 1; their tails are held flat at 2^-256 (and
-# 1 - 2^-256), which keeps every coin a few words long and keeps ε-DP (see _Curve).
+# 1 - 2^-256), which keeps every coin a few words long and keeps ε-DP (see DecisionCurve).
 PURE_TAIL_LOG2 = 256
 # Curves that spend δ > 0 are set to exactly 0 (or 1) once within 2^-44 δ e^-ε of it.
 _DELTA_TAIL_LOG2 = 44
-# Accepted range of epsilon: below 2^-64 the curve would span more than 2^70 counts (the
+# Accepted range of epsilon: below 2^-64 the curve would be wider than any int64 count (the
 # decision ignores the data); above 200 it is a deterministic threshold in all but name.
 MIN_EPSILON = Fraction(1, 2**64)
 MAX_EPSILON = Fraction(200)
@@ -85,7 +85,9 @@ def _rounded_up(x: Fraction) -> str:
 
 
 @dataclass(frozen=True)
-class _Checked:
+class DecisionParameters:
+    """Validated parameters of a decision, in the exact form the helpers below take."""
+
     min_count: int
     epsilon: Fraction
     delta: Fraction
@@ -93,8 +95,15 @@ class _Checked:
     p: Fraction
 
 
-def _check(min_count: Any, epsilon: Any, delta: Any, method: Any, p: Any) -> _Checked:
-    """Validate the parameters shared by the public functions (draws nothing)."""
+def check_parameters(
+    min_count: Any, epsilon: Any, delta: Any, method: Any, p: Any
+) -> DecisionParameters:
+    """Validate every parameter of a decision but the count (draws nothing).
+
+    Callers of :func:`sample_decisions` and :func:`decision_cost` (the accessor) should
+    validate with this, so that the method-specific rules (no delta for ``"laplace"``,
+    the acknowledged delta and fixed p of ``"cutoff"``, the epsilon range) hold there too.
+    """
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     chosen = _validation.choice(method, "method", METHODS)
@@ -124,8 +133,9 @@ def _check(min_count: Any, epsilon: Any, delta: Any, method: Any, p: Any) -> _Ch
         if dlt < needed * (1 - SAFETY_MARGIN):
             raise InvalidParameterError(
                 f"method='cutoff' is only (epsilon, 1 - exp(-epsilon))-DP: with "
-                f"epsilon={epsilon!r} it spends delta = {float(needed):.6g}, a large chance "
-                f"of no privacy at all. To accept that, pass delta={_rounded_up(needed)} (any "
+                f"epsilon={epsilon!r} it spends delta = {float(needed):.6g}: with up to that "
+                f"probability it can reveal whether one person is in the data. To accept "
+                f"that, pass delta={_rounded_up(needed)} (any "
                 f"delta >= 1 - exp(-epsilon)); otherwise use method='laplace' or 'generalized'."
             )
         if prob != Fraction(1, 2):
@@ -134,11 +144,18 @@ def _check(min_count: Any, epsilon: Any, delta: Any, method: Any, p: Any) -> _Ch
                 f"(probability 1), got p={p!r}. Leave p at its default 0.5, or use "
                 f"method='laplace' or 'generalized' to choose Pr(True) at min_count."
             )
-    return _Checked(m, eps, dlt, chosen, prob)
+    return DecisionParameters(m, eps, dlt, chosen, prob)
 
 
 def _counts(values: Any, name: str = "counts") -> NDArray[np.int64]:
     """True counts as int64: integers >= 0 (refused otherwise)."""
+    dtype = np.asarray(values).dtype
+    if dtype == np.bool_ or dtype.kind not in "iu":
+        # Checked here because integer_array's message is about the geometric mechanism.
+        raise InvalidParameterTypeError(
+            f"{name} must hold integer counts, got dtype {dtype}. Pass the exact numbers of "
+            f"records, for example np.asarray(x, dtype='int64')."
+        )
     array = _validation.integer_array(values, name)
     if array.size and int(array.min()) < 0:
         raise InvalidParameterError(
@@ -300,27 +317,32 @@ def _build_curve(
 _Outcome = Coin | bool
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def decision_coin(curve: DecisionCurve, count: int) -> _Outcome:
     """The exact Bernoulli coin that decides ``Q(count)`` (True/False: a sure outcome)."""
+    if count <= curve.junction:
+        return _branch_coin(curve, min(curve.junction - count, curve.lower_reach), False)
+    if curve.upper_scale == 0:
+        return True
+    return _branch_coin(curve, min(count - curve.junction, curve.upper_reach), True)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _branch_coin(curve: DecisionCurve, steps: int, upper: bool) -> _Outcome:
+    """The coin ``steps`` counts below (or above, ``upper``) the junction; tails share one."""
+    scale = curve.upper_scale if upper else curve.lower_scale
     with precise():
-        if count <= curve.junction:
-            steps = min(curve.junction - count, curve.lower_reach)
-            value = curve.lower_scale * (-curve.eps * steps).exp() - curve.beta
-            upper = False
-        elif curve.upper_scale == 0:
-            return True
-        else:
-            steps = min(count - curve.junction, curve.upper_reach)
-            value = curve.upper_scale * (-curve.eps * steps).exp() - curve.beta
-            upper = True
+        value = scale * (-curve.eps * steps).exp() - curve.beta
         if value < curve.cut:
-            if curve.tail == 0:
-                return upper
-            value = curve.tail
+            return upper if curve.tail == 0 else _tail_coin(curve.tail, curve.rel_bits, upper)
         # ``value`` is Pr(True) below the junction and Pr(False) above it; rounding it (not
         # its complement) keeps the small side accurate to 2^-rel_bits relative.
         return make_coin(value, curve.rel_bits, complement=upper)
+
+
+@functools.lru_cache(maxsize=64)
+def _tail_coin(tail: Decimal, rel_bits: int, upper: bool) -> Coin:
+    with precise():
+        return make_coin(tail, rel_bits, complement=upper)
 
 
 def realized_probability(curve: DecisionCurve, count: int) -> Fraction:
@@ -383,7 +405,7 @@ def sample_decisions(
 def decision_probability(
     counts: ArrayLike,
     *,
-    min_count: int,
+    min_count: int | np.integer[Any],
     epsilon: float,
     delta: float = 0.0,
     method: str = "laplace",
@@ -405,8 +427,9 @@ def decision_probability(
         Privacy-loss parameter, ``2**-64 <= epsilon <= 200``.
     delta : float, default 0.0
         ``"laplace"``: must be 0. ``"cutoff"``: must be at least ``1 - exp(-epsilon)``
-        (an acknowledgement of that large cost). ``"generalized"``: any value in
-        ``[0, 1)``, the δ the curve spends.
+        (an acknowledgement of that large cost; the float nearest it is accepted, and
+        the cost charged is ``1 - exp(-epsilon)`` itself, rounded up).
+        ``"generalized"``: any value in ``[0, 1)``, the δ the curve spends.
     method : {"laplace", "cutoff", "generalized"}, default "laplace"
         The decision rule of seed 001 (§4, §5, §6); see :func:`threshold_decision`.
     p : float, default 0.5
@@ -438,13 +461,16 @@ def decision_probability(
     * ``"generalized"``: the steepest curve allowed by ``(ε, δ)``-DP (§6): geometric
       growth ``f(N+1) = e^ε f(N) + δ`` below ``p0`` (eq. 6.10), geometric decay of
       ``1 - f`` above it, placed so that ``f(m) = p``; exactly 0 and 1 in its far
-      tails when ``δ > 0``. For ``ε = δ = 10^-3`` it climbs from 0.5 to 0.99 in about
-      400 counts. With ``δ = 0`` it is the steepest pure ε-DP curve, within ``ε²/8``
-      of the Laplace curve.
+      tails when ``δ > 0``. For ``ε = δ = 10^-3``, ``p0 = 0.50075`` and the curve
+      climbs from 0.5 to 0.99 in about 400 counts (about 790 from 0.01 to 0.99,
+      against 7824 for ``"laplace"``). With ``δ = 0`` it is the steepest pure ε-DP
+      curve: the Laplace curve at ``p = ½``, and within ``cosh(ε/2) - 1 ≈ ε²/8`` of it
+      otherwise.
 
-    The values differ from these formulas by the safety margin described in
-    :func:`threshold_decision` (relative ``2^-40 · ε`` or so) and, for pure curves,
-    in tails below ``2^-256``.
+    The values differ from these formulas only through the safety margin described in
+    :func:`threshold_decision` (``ε(1 - 2^-40)`` in place of ``ε``, ``δ(1 - 2^-40)``
+    in place of ``δ``, and the dyadic rounding) and, for pure curves, in the tails
+    below ``2^-256``, which are held flat.
 
     References
     ----------
@@ -459,7 +485,7 @@ def decision_probability(
     >>> float(dpm.decision_probability(100, min_count=100, epsilon=1.0, p=0.99))
     0.99
     """
-    checked = _check(min_count, epsilon, delta, method, p)
+    checked = check_parameters(min_count, epsilon, delta, method, p)
     array = _counts(counts)
     curve = decision_curve(
         checked.min_count, checked.epsilon, checked.delta, checked.method, checked.p
@@ -473,9 +499,9 @@ def decision_probability(
 
 
 def threshold_decision(
-    count: int,
+    count: int | np.integer[Any],
     *,
-    min_count: int,
+    min_count: int | np.integer[Any],
     epsilon: float,
     delta: float = 0.0,
     method: str = "laplace",
@@ -500,7 +526,8 @@ def threshold_decision(
     delta : float, default 0.0
         ``"laplace"``: must be 0 (pure ε-DP). ``"cutoff"``: must be at least
         ``1 - exp(-epsilon)``, which is what the rule spends (0.632 for
-        ``epsilon = 1``); passing it is the acknowledgement. ``"generalized"``: the δ to
+        ``epsilon = 1``); passing it (or any larger value) is the acknowledgement, and
+        ``1 - exp(-epsilon)``, rounded up, is what gets charged. ``"generalized"``: the δ to
         spend, in ``[0, 1)``; 0 gives the steepest pure ε-DP curve.
     method : {"laplace", "cutoff", "generalized"}, default "laplace"
         ``"laplace"``: ``count + Laplace(1/epsilon) >= k`` (seed 001 §4).
@@ -584,7 +611,7 @@ def threshold_decision(
     ...                        method="generalized", p=0.9)
     True
     """
-    checked = _check(min_count, epsilon, delta, method, p)
+    checked = check_parameters(min_count, epsilon, delta, method, p)
     value = _integer(count, "count", "Pass the true number of records, an integer >= 0.")
     source = bit_source(rng)
     decided = sample_decisions(

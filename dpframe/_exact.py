@@ -82,4 +82,5 @@ def exp_decimal(x: Fraction) -> decimal.Decimal:
 
 def log2_of_decimal(x: decimal.Decimal) -> float:
     """log2 of a positive decimal, as a float (fine for sizing, never for a decision)."""
-    return float(_context().ln(x) / _context().ln(decimal.Decimal(2)))
+    exponent = x.adjusted()  # x = m * 10**exponent with 1 <= m < 10
+    return math.log2(float(x.scaleb(-exponent))) + exponent * math.log2(10)

@@ -352,18 +352,27 @@ def magnitude_tail(plan: GeometricPlan, a: int) -> Fraction:
     return (1 - plan.zero.probability) * at_least
 
 
+@functools.lru_cache(maxsize=1024)
 def half_width(plan: GeometricPlan, alpha: Fraction) -> int:
-    """Smallest integer a >= 0 with P(|N| > a) <= alpha, found by exact bisection."""
-    lo, hi = -1, 1  # invariant: tail(lo) > alpha, tail(hi) <= alpha once hi is found
-    while magnitude_tail(plan, hi) > alpha:
-        lo, hi = hi, 2 * hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if magnitude_tail(plan, mid) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    """Smallest integer a >= 0 with P(|N| > a) <= alpha, decided in exact arithmetic.
+
+    The closed form of the ideal mechanism gives a first guess; exact evaluations of
+    the realized tail then step to the answer (usually two or three of them).
+    """
+    gamma = math.exp(-float(plan.unit_epsilon))
+    level = float(alpha)
+    if gamma > 0 and level < 1:
+        guess = math.ceil(math.log(level * (1 + gamma) / 2) / math.log(gamma)) - 1
+    else:  # pragma: no cover - defensive
+        guess = 0
+    a = max(0, guess)
+    if plan.cap is not None:
+        a = min(a, plan.cap + 1)
+    while a > 0 and magnitude_tail(plan, a - 1) <= alpha:
+        a -= 1
+    while magnitude_tail(plan, a) > alpha:
+        a += 1
+    return a
 
 
 # ---------------------------------------------------------------- rejection (seed 002, 2.4)

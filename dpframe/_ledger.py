@@ -33,7 +33,43 @@ A module-level registry maps ids to live ledgers (weak references: a ledger live
 long as some frame holds its handle) and keeps, for every ledger that was ever charged
 or given a budget, a high-water mark (its lowest total and highest spent amount). A
 saved copy restored later can therefore never lower what this process knows was spent,
-even after every frame of the original ledger has been garbage-collected.
+even after every frame of the original ledger has been garbage-collected. Whenever a
+saved record meets a ledger (reconnect or rebuild), the result keeps the lowest total
+and the highest spent amount of the two; spending the ledger did not know of appears
+as one history row, method ``"(restored)"``, so ``spent`` is always the exact sum of
+the history.
+
+What is and is not caught (verified with pandas 3.1.1)
+------------------------------------------------------
+Shared ledger (the derived frame spends the same budget): ``copy()``, boolean
+filters, ``df[[...]]``, ``df["a"]`` and ``df.a``, ``loc``/``iloc``, ``query``,
+``assign``, ``head``, ``sample``, ``sort_values``, ``set_index``, ``reset_index``,
+``astype``, ``dropna``, ``to_frame``, ``groupby(...).sum()``, ``pivot_table``,
+``copy.copy``, ``copy.deepcopy``, pickle (bytes and ``to_pickle``), parquet, and
+``concat``/``merge``/``join`` of frames with the same ledger.
+
+Refused with :class:`~dpframe.errors.LedgerConflictError`: ``pd.concat`` (rows or
+columns, DataFrames or Series), ``merge``, ``join`` (one frame or a list),
+``merge_asof``, ``merge_ordered`` and ``DataFrame.compare`` of frames whose ledgers
+differ, including a frame read from parquet (plain record) against another ledger.
+
+Not caught, because pandas gives no hook:
+
+* combining with a frame whose ``attrs`` are empty (never budgeted, or built from
+  values): pandas drops ``attrs`` and the result has no ledger, so ``.dp`` on it starts
+  a new, unlimited one;
+* frames whose ``attrs`` also differ in another key: pandas drops ``attrs`` silently
+  unless it happens to compare the ``"dpframe"`` key first (then it raises);
+* binary operations between two frames or Series (``df1 + df2``, ``df1 == df2``) keep
+  the *right* operand's ledger; ``combine``, ``combine_first``, ``where``/``mask``
+  with another frame, ``update`` and ``align`` keep the left one's;
+* ``pd.DataFrame(df)``, ``value_counts``, ``groupby(...).size()`` and ``pd.crosstab``
+  return results without a ledger;
+* two frames read from files and combined before either was touched by ``.dp`` hold
+  plain dicts, which pandas compares by content: different ledgers drop ``attrs``;
+* whoever holds the raw data can leave the ledger behind: ``to_numpy()``, ``to_csv``
+  (writes no metadata), clearing ``df.attrs``, editing a saved file, or restoring a
+  pickle in another process after the original went on spending.
 """
 
 from __future__ import annotations
@@ -73,7 +109,6 @@ _FORMAT = "dpframe.ledger"
 _VERSION = 1
 
 _ZERO = Fraction(0)
-_ONE = Fraction(1)
 
 # A terminating decimal with more significant digits than this is shown as a fraction.
 _MAX_SHOWN_DIGITS = 20
@@ -108,8 +143,8 @@ def exact_text(value: Fraction | float) -> str:
     Integers show as integers (``1``), fractions with a terminating decimal expansion
     as that exact decimal (``3/10`` as ``0.3``, ``1/1000000`` as ``0.000001``,
     ``1/10**9`` as ``1e-9``), and every other fraction as ``numerator/denominator``
-    followed by a 7-digit approximation (``1/3 (≈0.333333)``). ``math.inf`` shows as
-    ``inf``.
+    followed by a 6-significant-digit approximation (``1/3 (≈0.333333)``). ``math.inf``
+    shows as ``inf``.
     """
     if not isinstance(value, Fraction):
         return "inf" if value == math.inf else repr(value)

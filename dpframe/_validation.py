@@ -315,4 +315,6 @@ def numeric_values(series: Any, name: Any) -> NDArray[np.float64]:
             f"column {name!r} has dtype {dtype}, not a number; a sum needs numeric values. "
             f"Convert it first, e.g. pd.to_numeric(df[{name!r}], errors='coerce')."
         )
+    if dtype == np.float64:
+        return np.asarray(series.to_numpy())  # a view: NaN already marks missing values
     return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))

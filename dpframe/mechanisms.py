@@ -17,10 +17,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
+from dpframe._decisions import decision_probability, threshold_decision
 from dpframe._random import bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 
-__all__ = ["geometric", "geometric_accuracy"]
+__all__ = [
+    "decision_probability",
+    "geometric",
+    "geometric_accuracy",
+    "threshold_decision",
+]
 
 
 def geometric(

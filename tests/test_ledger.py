@@ -760,6 +760,8 @@ def test_pickle_bytes_round_trip_reconnects_to_the_live_ledger() -> None:
     _charge(ledger, F(1, 3))
     restored = pickle.loads(pickle.dumps(frame))
     assert ledger_of(restored) is ledger
+    assert ledger.total == Budget(F(1), F(0))
+    assert ledger.spent == Budget(F(1, 3), F(0))
     _charge(ledger_of(restored), F(1, 3))
     assert ledger.spent.epsilon == F(2, 3)
 

@@ -1,0 +1,879 @@
+"""The Laplace family: snapping (laplace), bounded_laplace, their accuracy, bad input.
+
+Statistical tests reject at FALSE_ALARM = 1e-6 and each privacy test has a validity twin
+that must fail on a deliberately weakened mechanism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy import optimize, stats
+
+from dpframe import _geometric, _laplace, _random
+from dpframe._coins import make_coin
+from dpframe._exact import exp_decimal, precise
+from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
+from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
+from tests._stats import FALSE_ALARM, audit, chi_square_pvalue, two_sided_geometric_pmf
+
+N_GOF = 1_000_000
+N_COVERAGE = 200_000
+
+
+# ---------------------------------------------------------------- helpers: snapping PMF
+
+
+def _laplace_cdf(t: NDArray[np.float64], scale: float) -> NDArray[np.float64]:
+    return np.where(t < 0, 0.5 * np.exp(np.minimum(t, 0) / scale), 1 - 0.5 * np.exp(-np.maximum(t, 0) / scale))
+
+
+def snapped_support_and_pmf(
+    x: float, scale: float, grid: float, bounds: tuple[float, float]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Outputs of the ideal snapping mechanism (lo, interior multiples of Λ, hi) and their PMF.
+
+    An interior point kΛ gets the Laplace mass of [kΛ − Λ/2, kΛ + Λ/2) around x; ``lo``
+    gets everything that rounds to a grid point <= lo, ``hi`` everything rounding >= hi.
+    """
+    lo, hi = bounds
+    k_lo, k_hi = math.floor(lo / grid), math.ceil(hi / grid)
+    interior = np.arange(k_lo + 1, k_hi) * grid
+    support = np.concatenate([[lo], interior, [hi]])
+    edges = (np.arange(k_lo, k_hi) + 0.5) * grid - x  # upper edge of each cell, lo's included
+    cdf = _laplace_cdf(edges, scale)
+    pmf = np.diff(np.concatenate([[0.0], cdf, [1.0]]))
+    return support, pmf
+
+
+def to_index(outputs: NDArray[np.float64], support: NDArray[np.float64]) -> NDArray[np.int64]:
+    index = np.searchsorted(support, outputs)
+    assert np.array_equal(support[np.minimum(index, support.size - 1)], outputs)
+    return index.astype(np.int64)
+
+
+# ---------------------------------------------------------------- helpers: the porosity attack
+
+
+def numpy_laplace_noise(u: float, scale: float) -> float:
+    """numpy's Generator.laplace(scale=scale) for the uniform double ``u``, bit for bit."""
+    if u >= 0.5:
+        return 0.0 - scale * math.log(2.0 - u - u)
+    return 0.0 + scale * math.log(u + u)
+
+
+def naive_laplace_outputs(x: float, scale: float, window: tuple[float, float]) -> set[float]:
+    """Every output of the textbook float Laplace ``x + rng.laplace(scale=scale)`` in ``window``.
+
+    numpy draws ``U = k·2^-53`` (k an integer) and maps it to the noise above, a
+    monotone function of k on each half. Only the k whose noise can land in
+    ``window − x`` matter: they lie within a few units of the preimage of the window's
+    ends, so enumerating them lists the reachable outputs exhaustively.
+    """
+    w0, w1 = window
+    outputs: set[float] = set()
+    for y0, y1 in ((w0 - x, w1 - x),):
+        if y0 >= 0:  # positive noise: 2 − 2U = exp(−y/scale), U >= 1/2
+            k_first = math.floor(2**53 * (1 - math.exp(-y0 / scale) / 2)) - 8
+            k_last = math.ceil(2**53 * (1 - math.exp(-y1 / scale) / 2)) + 8
+        else:  # negative noise: 2U = exp(y/scale), U < 1/2
+            k_first = math.floor(2**52 * math.exp(y0 / scale)) - 8
+            k_last = math.ceil(2**52 * math.exp(y1 / scale)) + 8
+        for k in range(k_first, k_last + 1):
+            out = x + numpy_laplace_noise(k * 2.0**-53, scale)
+            if w0 <= out <= w1:
+                outputs.add(out)
+    return outputs
+
+
+def test_naive_helper_reproduces_numpy_laplace() -> None:
+    for scale in (1.0, 3.0):
+        uniforms = np.random.default_rng(5).random(20_000)
+        numpy_draws = np.random.default_rng(5).laplace(scale=scale, size=20_000)
+        mine = np.array([numpy_laplace_noise(float(u), scale) for u in uniforms])
+        assert np.array_equal(mine, numpy_draws)
+
+
+def test_naive_float_laplace_is_porous() -> None:
+    """Mironov's attack: outputs possible for x = 0 and impossible for its neighbour x = 1."""
+    scale = 3.0  # sensitivity 1, epsilon 1/3, as in Mironov's example
+    start = 2.5 * scale
+    window = (start, start + 4000 * math.ulp(start))
+    from_zero = naive_laplace_outputs(0.0, scale, window)
+    from_one = naive_laplace_outputs(1.0, scale, window)
+    only_zero, only_one = from_zero - from_one, from_one - from_zero
+    # Each of these outputs identifies the input with certainty.
+    assert only_zero
+    assert only_one
+    assert len(only_zero | only_one) > 0.5 * len(from_zero | from_one)
+    # The float grid is porous: most of the 4001 doubles in the window are unreachable.
+    assert len(from_zero | from_one) < 4001 / 2
+
+
+def test_snapping_outputs_of_neighbours_share_one_grid() -> None:
+    """The fix: both inputs' outputs are multiples of Λ, and every nearby multiple occurs."""
+    epsilon, bounds = 1 / 3, (-1000.0, 1000.0)
+    _, grid = _laplace.snapping_scale(Fraction(1, 3), Fraction(1), bounds)
+    for x in (0.0, 1.0):
+        out = laplace(np.full(200_000, x), epsilon=epsilon, sensitivity=1.0, bounds=bounds)
+        assert np.all(out / grid == np.round(out / grid))
+        near = np.unique(out[np.abs(out) <= 4 * grid])
+        assert np.array_equal(near, np.arange(-4, 5) * grid)  # all 9, for both inputs
+
+
+# ---------------------------------------------------------------- snapping: distribution
+
+
+SNAP_CASES = [
+    # epsilon, sensitivity, bounds, x
+    (1.0, 1.0, (-20.0, 20.0), 3.3),
+    (0.5, 1.0, (0.0, 30.0), 0.0),  # an end
+    (1.3, 2.0, (0.3, 10.7), 10.0),  # bounds off the grid
+    (2.0, 0.1, (-1.0, 1.0), -0.62),
+    (0.1, 1.0, (-100.0, 100.0), 250.0),  # clamped into the bounds first
+]
+
+
+@pytest.mark.parametrize(("epsilon", "sensitivity", "bounds", "x"), SNAP_CASES)
+def test_snapping_outputs_are_on_the_grid_and_in_bounds(
+    epsilon: float, sensitivity: float, bounds: tuple[float, float], x: float
+) -> None:
+    lo, hi = bounds
+    _, grid = _laplace.snapping_scale(
+        Fraction(epsilon), Fraction(sensitivity), (float(lo), float(hi))
+    )
+    out = laplace(np.full(100_000, x), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds)
+    assert out.dtype == np.float64
+    assert np.all((out >= lo) & (out <= hi))
+    interior = out[(out > lo) & (out < hi)]
+    assert np.all(interior / grid == np.floor(interior / grid))
+
+
+@pytest.mark.parametrize(("epsilon", "sensitivity", "bounds", "x"), SNAP_CASES)
+def test_snapping_matches_the_exact_snapped_pmf(
+    epsilon: float, sensitivity: float, bounds: tuple[float, float], x: float
+) -> None:
+    scale, grid = _laplace.snapping_scale(
+        _exact(epsilon), _exact(sensitivity), (float(bounds[0]), float(bounds[1]))
+    )
+    out = laplace(np.full(N_GOF, x), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds)
+    clamped = min(max(x, bounds[0]), bounds[1])
+    support, pmf = snapped_support_and_pmf(clamped, scale, grid, bounds)
+    p = chi_square_pvalue(to_index(out, support), np.arange(support.size), pmf)
+    assert p > FALSE_ALARM
+
+
+def test_snapping_goodness_of_fit_rejects_25_percent_less_noise() -> None:
+    """Validity twin: the same test rejects noise drawn for epsilon / 0.75."""
+    bounds = (-20.0, 20.0)
+    scale, grid = _laplace.snapping_scale(Fraction(1), Fraction(1), bounds)
+    out = laplace(np.full(N_GOF, 3.3), epsilon=1 / 0.75, sensitivity=1.0, bounds=bounds)
+    support, pmf = snapped_support_and_pmf(3.3, scale, grid, bounds)
+    index = np.searchsorted(support, out)  # the weak grid is finer: map to cells by position
+    assert chi_square_pvalue(index, np.arange(support.size), pmf) < FALSE_ALARM
+
+
+def _exact(x: float) -> Fraction:
+    from dpframe._exact import simplest_rational
+
+    return simplest_rational(x)
+
+
+# ---------------------------------------------------------------- snapping: neighbour audit
+
+
+def _snapping_release(
+    epsilon: float, bounds: tuple[float, float], support: NDArray[np.float64]
+) -> Callable[[int, int], NDArray[np.int64]]:
+    def draw(value: int, n: int) -> NDArray[np.int64]:
+        out = laplace(np.full(n, float(value)), epsilon=epsilon, sensitivity=1.0, bounds=bounds)
+        return np.searchsorted(support, out).astype(np.int64)
+
+    return draw
+
+
+SNAP_AUDITS = [
+    pytest.param(1.0, (0.0, 30.0), 10, 11, id="interior"),
+    pytest.param(1.0, (0.0, 30.0), 29, 30, id="end"),
+    pytest.param(0.5, (-10.0, 10.0), 0, 1, id="epsilon-0.5"),
+]
+
+
+@pytest.mark.parametrize(("epsilon", "bounds", "value", "neighbour"), SNAP_AUDITS)
+def test_snapping_neighbour_audit(
+    epsilon: float, bounds: tuple[float, float], value: int, neighbour: int
+) -> None:
+    scale, grid = _laplace.snapping_scale(_exact(epsilon), Fraction(1), bounds)
+    support = snapped_support_and_pmf(0.0, scale, grid, bounds)[0]
+
+    def pmf(v: int) -> NDArray[np.float64]:
+        return snapped_support_and_pmf(float(v), scale, grid, bounds)[1]
+
+    release = _snapping_release(epsilon, bounds, support)
+    worst, tolerance = audit(release, value, neighbour, pmf, epsilon)
+    assert worst < tolerance
+
+
+@pytest.mark.parametrize(("epsilon", "bounds", "value", "neighbour"), SNAP_AUDITS)
+def test_snapping_neighbour_audit_catches_25_percent_less_noise(
+    epsilon: float, bounds: tuple[float, float], value: int, neighbour: int
+) -> None:
+    """Validity twin: noise for epsilon / 0.75 must fail the audit at the true epsilon."""
+    scale, grid = _laplace.snapping_scale(_exact(epsilon), Fraction(1), bounds)
+    weak_scale, weak_grid = _laplace.snapping_scale(_exact(epsilon / 0.75), Fraction(1), bounds)
+    weak_support = snapped_support_and_pmf(0.0, weak_scale, weak_grid, bounds)[0]
+
+    def pmf(v: int) -> NDArray[np.float64]:
+        return snapped_support_and_pmf(float(v), scale, grid, bounds)[1]
+
+    release = _snapping_release(epsilon / 0.75, bounds, weak_support)
+    worst, tolerance = audit(release, value, neighbour, pmf, epsilon)
+    assert worst > tolerance
+
+
+# ---------------------------------------------------------------- snapping: the uniform
+
+
+def _uniforms(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    exponent, mantissa, _ = _laplace._full_precision_uniform(_random.bit_source(None), n)
+    return exponent, mantissa
+
+
+def test_full_precision_uniform_reaches_tiny_values() -> None:
+    """P(U* < 2^-20) = 2^-20: the exponent is geometric far into the tail."""
+    n = 1 << 24
+    exponent, _ = _uniforms(n)
+    below = int(np.count_nonzero(exponent >= 21))  # U* in [2^-e, 2^(1-e)) is below 2^-20
+    p = stats.binomtest(below, n, 2.0**-20).pvalue
+    assert p > FALSE_ALARM
+    assert below > 0
+
+
+def test_full_precision_exponent_is_geometric() -> None:
+    exponent, _ = _uniforms(1 << 22)
+    values = exponent.astype(np.int64) - 1
+    support = np.arange(60)
+    pmf = 0.5 ** (support + 1.0)
+    assert chi_square_pvalue(values, support, pmf) > FALSE_ALARM
+
+
+def lowest_mantissa_bit_pvalue(u: NDArray[np.float64]) -> float:
+    """Binomial p-value that the last mantissa bit of the uniforms below 2^-8 is fair."""
+    small = u[(u > 0) & (u < 2.0**-8)]
+    ones = int(np.count_nonzero(small.view(np.uint64) & np.uint64(1)))
+    return float(stats.binomtest(ones, small.size, 0.5).pvalue)
+
+
+def test_full_precision_uniform_has_random_low_bits_at_small_values() -> None:
+    n = 1 << 22
+    exponent, mantissa = _uniforms(n)
+    u = np.ldexp(mantissa, -exponent.astype(np.int64))
+    assert lowest_mantissa_bit_pvalue(u) > FALSE_ALARM
+
+
+def test_low_bit_test_rejects_a_53_bit_uniform() -> None:
+    """Validity twin: numpy's k·2^-53 uniforms have zero low bits below 2^-8."""
+    u = np.random.default_rng().random(1 << 22)
+    assert lowest_mantissa_bit_pvalue(u) < FALSE_ALARM
+
+
+class _ScriptedSource:
+    """A BitSource that replays given words (then zeros), for deterministic unit tests."""
+
+    private = False
+
+    def __init__(self, words: list[int]) -> None:
+        self._words = [np.uint64(w) for w in words]
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        take = [self._words.pop(0) if self._words else np.uint64(0) for _ in range(n)]
+        self.words_drawn += n
+        return np.array(take, dtype=np.uint64)
+
+
+def test_full_precision_uniform_has_no_floor() -> None:
+    """Exponent bits that are all zero keep the exponent growing: no floor at 2^-1074."""
+    top_bit = 1 << 63
+    # first word (exponent): 53 zero bits; mantissa word; then 53 more zeros, then a one.
+    source = _ScriptedSource([0, top_bit, 0, 1 << 11])
+    exponent, mantissa, _ = _laplace._full_precision_uniform(source, 1)
+    assert exponent[0] == 53 + 53 + 53
+    assert mantissa[0] == 1.5
+
+
+def test_numpy_log_error_is_below_one_ulp() -> None:
+    """The snapping analysis assumes numpy's log on [1, 2) errs by at most 2 ulp."""
+    if np.finfo(np.longdouble).nmant < 60:
+        pytest.skip("needs an extended-precision long double as reference")
+    rng = np.random.default_rng()
+    bits = rng.integers(0, 2**52, size=1_000_000, dtype=np.uint64)
+    bits[:4] = [0, 1, 2**52 - 1, 2**51]
+    m = (bits | np.uint64(0x3FF0000000000000)).view(np.float64)
+    computed = np.log(m)
+    reference = np.log(m.astype(np.longdouble))
+    ulps = np.abs(computed.astype(np.longdouble) - reference) / np.spacing(
+        np.maximum(computed, 2.0**-60)
+    ).astype(np.longdouble)
+    assert float(ulps.max()) < 1.0
+
+
+# ---------------------------------------------------------------- snapping: scale and accuracy
+
+
+def test_snapping_scale_meets_mironovs_bound_and_conditions() -> None:
+    for epsilon, sensitivity, bounds in [
+        (Fraction(1), Fraction(1), (0.0, 10.0)),
+        (Fraction(1, 10), Fraction(3), (-1e6, 1e6)),
+        (Fraction(5), Fraction(1, 100), (0.0, 1.0)),
+    ]:
+        scale, grid = _laplace.snapping_scale(epsilon, sensitivity, bounds)
+        big_b = max(abs(Fraction(bounds[0])), abs(Fraction(bounds[1])), 2 * sensitivity / epsilon)
+        lam = Fraction(scale)
+        assert (sensitivity + Fraction(1, 2**49) * big_b) / lam <= epsilon  # Theorem 1
+        assert (sensitivity + Fraction(1, 2**44) * big_b) / lam <= epsilon
+        assert lam < big_b < 2**46 * lam
+        assert grid >= scale > grid / 2
+        assert math.frexp(grid)[0] == 0.5  # a power of two
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "sensitivity", "bounds", "x"),
+    [
+        (1.0, 0.99, (0.0, 100.0), 50.0),  # Λ ≈ λ
+        (1.0, 1.0, (0.0, 100.0), 0.0),  # Λ ≈ 2λ, at an end
+        (0.2, 1.0, (-5.0, 5.0), 0.0),  # noise wider than the domain
+    ],
+)
+def test_snapping_accuracy_covers(
+    epsilon: float, sensitivity: float, bounds: tuple[float, float], x: float
+) -> None:
+    alpha = 0.05
+    a = laplace_accuracy(epsilon=epsilon, sensitivity=sensitivity, bounds=bounds, alpha=alpha)
+    out = laplace(np.full(N_COVERAGE, x), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds)
+    misses = int(np.count_nonzero(np.abs(out - x) > a))
+    assert stats.binom.sf(misses - 1, N_COVERAGE, alpha) > FALSE_ALARM
+
+
+def test_snapping_accuracy_coverage_test_catches_a_short_bar() -> None:
+    """Validity twin: 75% of the half-width misses far more than alpha of the time."""
+    alpha = 0.05
+    a = laplace_accuracy(epsilon=1.0, sensitivity=0.99, bounds=(0.0, 100.0), alpha=alpha)
+    out = laplace(np.full(N_COVERAGE, 50.0), epsilon=1.0, sensitivity=0.99, bounds=(0.0, 100.0))
+    misses = int(np.count_nonzero(np.abs(out - 50.0) > 0.75 * a))
+    assert stats.binom.sf(misses - 1, N_COVERAGE, alpha) < FALSE_ALARM
+
+
+def test_snapping_accuracy_against_the_closed_form() -> None:
+    for alpha in (0.5, 0.05, 1e-6):
+        bounds = (-1e6, 1e6)
+        scale, grid = _laplace.snapping_scale(Fraction(1, 2), Fraction(1), bounds)
+        a = laplace_accuracy(epsilon=0.5, sensitivity=1.0, bounds=bounds, alpha=alpha)
+        closed_form = scale * math.log(1 / alpha)  # Laplace without snapping
+        assert closed_form < a <= closed_form + grid / 2 + 1e-6
+    # The bar never exceeds the domain.
+    assert laplace_accuracy(epsilon=0.01, sensitivity=1.0, bounds=(0.0, 1.0)) == 1.0
+
+
+# ---------------------------------------------------------------- bounded Laplace: helpers
+
+
+def realized_log_weights(plan: Any) -> NDArray[np.float64]:
+    """ln w(n) for n = −M..M of the sampler the plan uses, from its coins' exact probabilities.
+
+    Computed here independently of dpframe._laplace's bounds on these weights.
+    """
+    steps = plan.steps
+    n = np.arange(-steps, steps + 1)
+    magnitude = np.abs(n)
+
+    def log(p: Fraction) -> float:
+        return math.log(p.numerator) - math.log(p.denominator)
+
+    if plan.geometric is None:
+        logw = np.zeros(n.size)
+        for i, coin in enumerate(plan.coins):
+            logw += np.where((magnitude >> i) & 1 == 1, log(coin.probability), 0.0)
+        return logw
+    geo = plan.geometric
+    c = np.maximum(magnitude - 1, 0)
+    k = len(geo.head)
+    w = geo.overflow.probability
+    logw = (c >> k) * log(w) + log(1 - w) + log((1 - geo.zero.probability) / 2)
+    logw = logw.astype(np.float64)
+    for i, coin in enumerate(geo.head):
+        bit = (c >> i) & 1
+        logw += np.where(bit == 1, log(coin.probability), log(1 - coin.probability))
+    return np.where(n == 0, log(geo.zero.probability), logw)
+
+
+def ideal_log_weights(steps: int, unit: float) -> NDArray[np.float64]:
+    return -unit * np.abs(np.arange(-steps, steps + 1)).astype(np.float64)
+
+
+class Conditional:
+    """Output distributions P(j | v) = w(j − v) / Σ_j' w(j' − v) on indices 0..M."""
+
+    def __init__(self, logw: NDArray[np.float64]) -> None:
+        self.steps = (logw.size - 1) // 2
+        self.logw = logw - logw.max()
+        cumulative = np.concatenate([[0.0], np.cumsum(np.exp(self.logw))])
+        self._cumulative = cumulative
+
+    def log_pmf(self, v: int) -> NDArray[np.float64]:
+        m = self.steps
+        window = slice(m - v, 2 * m - v + 1)  # n = j − v for j = 0..M
+        total = self._cumulative[2 * m - v + 1] - self._cumulative[m - v]
+        return self.logw[window] - math.log(total)
+
+
+def privacy_loss(cond: Conditional, pairs: list[tuple[int, int]], epsilon: float) -> tuple[float, float]:
+    """Largest log-ratio max_j ln P(j|v)/P(j|v') and largest hockey-stick divergence at e^ε."""
+    worst_ratio, worst_delta = -math.inf, 0.0
+    for v, w in pairs:
+        a, b = cond.log_pmf(v), cond.log_pmf(w)
+        worst_ratio = max(worst_ratio, float((a - b).max()))
+        excess = np.exp(a) - math.exp(epsilon) * np.exp(b)
+        worst_delta = max(worst_delta, float(excess[excess > 0].sum()))
+    return worst_ratio, worst_delta
+
+
+def neighbour_pairs(plan: Any, sensitivity: float, bounds: tuple[float, float]) -> list[tuple[int, int]]:
+    """Index pairs of neighbouring inputs: a grid of true values (ends included, and beyond)
+    with both neighbours x ± sensitivity, plus the index pairs at the largest distance s."""
+    lo, hi = bounds
+    xs = np.concatenate(
+        [np.linspace(lo - sensitivity, hi + sensitivity, 41), [lo, hi, lo + sensitivity, hi - sensitivity]]
+    )
+    pairs: set[tuple[int, int]] = set()
+    for x in xs:
+        for neighbour in (x - sensitivity, x + sensitivity):
+            index = _laplace._grid_index(np.clip(np.array([x, neighbour]), lo, hi), plan)
+            pairs.add((int(index[0]), int(index[1])))
+    m, s = plan.steps, plan.reach
+    for v in {0, 1, s - 1, s, m // 4, m // 2, m - s, m - 1, m}:
+        for w in (v - s, v + s, v - 1, v + 1):
+            if 0 <= v <= m and 0 <= w <= m:
+                pairs.add((v, w))
+    return sorted(pairs)
+
+
+BOUNDED_CASES = [
+    # epsilon, delta, sensitivity, bounds, expected sampler
+    pytest.param(2.0, 0.0, 1.0, (0.0, 2.0), "geometric", id="geometric-cap"),
+    pytest.param(8.0, 0.0, 1.0, (0.0, 2.0), "geometric", id="geometric-repeat"),
+    pytest.param(0.5, 0.0, 1.0, (0.0, 2.0), "uniform", id="uniform"),
+    pytest.param(1.0, 1e-3, 1.0, (-1.0, 1.0), "geometric", id="delta"),
+]
+
+
+def _plan(epsilon: float, delta: float, sensitivity: float, bounds: tuple[float, float]) -> Any:
+    return _laplace._bounded_plan(_exact(epsilon), _exact(delta), _exact(sensitivity), *bounds)
+
+
+# ---------------------------------------------------------------- bounded Laplace: privacy
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "sensitivity", "bounds", "sampler"), BOUNDED_CASES)
+def test_bounded_privacy_loss_across_the_domain(
+    epsilon: float, delta: float, sensitivity: float, bounds: tuple[float, float], sampler: str
+) -> None:
+    """Exact (float64 on exact coin probabilities) output distributions of the realized sampler."""
+    plan = _plan(epsilon, delta, sensitivity, bounds)
+    assert plan.sampler == sampler
+    if sampler == "geometric":
+        assert plan.geometric.on_overflow == ("repeat" if epsilon == 8.0 else "cap")
+    cond = Conditional(realized_log_weights(plan))
+    ratio, excess = privacy_loss(cond, neighbour_pairs(plan, sensitivity, bounds), epsilon)
+    if delta == 0:
+        assert ratio <= epsilon + 1e-10
+    else:
+        assert excess <= delta + 1e-12
+        assert ratio <= epsilon - math.log1p(-delta) + 1e-10
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "sensitivity", "bounds", "sampler"), BOUNDED_CASES)
+def test_bounded_privacy_check_fails_for_the_uninflated_scale(
+    epsilon: float, delta: float, sensitivity: float, bounds: tuple[float, float], sampler: str
+) -> None:
+    """Validity twin: the plain Laplace scale b = sensitivity/epsilon breaks the check."""
+    plan = _plan(epsilon, delta, sensitivity, bounds)
+    cond = Conditional(ideal_log_weights(plan.steps, plan.grid * epsilon / sensitivity))
+    ratio, excess = privacy_loss(cond, neighbour_pairs(plan, sensitivity, bounds), epsilon)
+    if delta == 0:
+        assert ratio > epsilon + 1e-3
+    else:
+        assert excess > delta
+
+
+def holohan_scale(epsilon: float, delta: float, sensitivity: float, width: float) -> float:
+    """The continuous fixed point b = Δ / (ε − ln ΔC(b) − ln(1 − δ)) of Holohan et al."""
+
+    def delta_c(b: float) -> float:
+        return (2 - math.exp(-sensitivity / b) - math.exp(-(width - sensitivity) / b)) / (
+            -math.expm1(-width / b)
+        )
+
+    def gap(b: float) -> float:
+        return sensitivity / b + math.log(delta_c(b)) - (epsilon - math.log1p(-delta))
+
+    lower = sensitivity / (epsilon - math.log1p(-delta))
+    return float(optimize.brentq(gap, lower, 100 * lower, xtol=1e-14, rtol=1e-14))
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "sensitivity", "bounds"),
+    [(1.0, 0.0, 1.0, (0.0, 10.0)), (0.5, 0.0, 2.0, (-5.0, 5.0)), (1.0, 1e-3, 1.0, (0.0, 4.0))],
+)
+def test_bounded_scale_matches_the_continuous_fixed_point(
+    epsilon: float, delta: float, sensitivity: float, bounds: tuple[float, float]
+) -> None:
+    b = _laplace.bounded_laplace_scale(_exact(epsilon), _exact(delta), _exact(sensitivity), bounds)
+    expected = holohan_scale(epsilon, delta, sensitivity, bounds[1] - bounds[0])
+    assert b > sensitivity / epsilon  # inflated
+    assert abs(b / expected - 1) < 1e-4
+
+
+def test_kappa_is_negligible() -> None:
+    for case in BOUNDED_CASES:
+        epsilon, delta, sensitivity, bounds, _ = case.values
+        assert _plan(epsilon, delta, sensitivity, bounds).kappa < Decimal(2) ** -40
+
+
+# ---------------------------------------------------------------- bounded Laplace: distribution
+
+
+def binned_pvalue(indices: NDArray[np.int64], log_pmf: NDArray[np.float64], bins: int = 200) -> float:
+    """Chi-square on ``bins`` bins of (roughly) equal expected mass."""
+    pmf = np.exp(log_pmf)
+    pmf /= pmf.sum()
+    cdf = np.cumsum(pmf)
+    edges = np.unique(np.searchsorted(cdf, np.linspace(0, 1, bins + 1)[1:-1]))
+    bin_of = np.searchsorted(edges, indices, side="right")
+    mass = np.diff(np.concatenate([[0.0], cdf[edges - 1] if edges[0] > 0 else cdf[edges], [1.0]]))
+    mass = np.add.reduceat(pmf, np.concatenate([[0], edges]))
+    return chi_square_pvalue(bin_of, np.arange(mass.size), mass)
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "sensitivity", "bounds", "sampler"), BOUNDED_CASES)
+@pytest.mark.parametrize("where", ["low end", "inside", "high end"])
+def test_bounded_matches_the_exact_conditional_distribution(
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    bounds: tuple[float, float],
+    sampler: str,
+    where: str,
+) -> None:
+    lo, hi = bounds
+    x = {"low end": lo - 1.0, "inside": lo + 0.3 * (hi - lo), "high end": hi}[where]
+    plan = _plan(epsilon, delta, sensitivity, bounds)
+    out = bounded_laplace(
+        np.full(N_GOF, x), epsilon=epsilon, delta=delta, sensitivity=sensitivity, bounds=bounds
+    )
+    assert np.all((out >= lo) & (out <= hi))
+    indices = np.round(out / plan.grid).astype(np.int64) - plan.first
+    assert np.array_equal((indices + plan.first) * plan.grid, out)  # on the grid
+    v = int(_laplace._grid_index(np.array([min(max(x, lo), hi)]), plan)[0])
+    ideal = Conditional(ideal_log_weights(plan.steps, float(plan.unit))).log_pmf(v)
+    assert binned_pvalue(indices, ideal) > FALSE_ALARM
+
+
+def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
+    """Validity twin: samples with b·0.75 fail against the plan's distribution."""
+    epsilon, sensitivity, bounds = 2.0, 1.0, (0.0, 2.0)
+    plan = _plan(epsilon, 0.0, sensitivity, bounds)
+    weak = _plan(epsilon / 0.75, 0.0, sensitivity, bounds)
+    out = bounded_laplace(np.full(N_GOF, 0.6), epsilon=epsilon / 0.75, sensitivity=1.0, bounds=bounds)
+    indices = np.round(out / weak.grid).astype(np.int64) - plan.first
+    v = int(_laplace._grid_index(np.array([0.6]), plan)[0])
+    ideal = Conditional(ideal_log_weights(plan.steps, float(plan.unit))).log_pmf(v)
+    assert binned_pvalue(indices, ideal) < FALSE_ALARM
+
+
+def test_geometric_continuation_is_exactly_geometric() -> None:
+    """The proposal's memoryless continuation: a plan with a 2-digit head overflows often."""
+    unit = Fraction(1, 2)
+    base = _geometric.geometric_plan(unit, 2001, False)
+    with precise():
+        target = unit * (1 - _geometric._SLACK)
+        overflow = make_coin(exp_decimal(-target * 4), 40)
+    plan = dataclasses.replace(base, head=base.head[:2], overflow=overflow, on_overflow="repeat")
+    noise = _laplace._geometric_proposal(plan, N_GOF, _random.bit_source(None))
+    assert np.abs(noise).max() <= 2001
+    support = np.arange(-80, 81)
+    pmf = two_sided_geometric_pmf(support, float(target))
+    assert chi_square_pvalue(noise, support, pmf) > FALSE_ALARM
+    assert np.count_nonzero(np.abs(noise) > 5) > 0.05 * N_GOF  # many continuations
+
+
+def test_grid_index_is_exact_rounding() -> None:
+    plan = _plan(1.0, 0.0, 1.0, (-3.0, 7.0))
+    x = np.random.default_rng().uniform(-3.0, 7.0, 10_000)
+    x[:4] = [-3.0, 7.0, (plan.first + 5.5) * plan.grid, (plan.first + 6.5) * plan.grid]
+    got = _laplace._grid_index(x, plan)
+    for xi, gi in zip(x.tolist(), got.tolist(), strict=True):
+        q = Fraction(xi) / Fraction(plan.grid)
+        expected = math.floor(q + Fraction(1, 2)) - plan.first
+        assert gi == min(max(expected, 0), plan.steps)
+
+
+# ---------------------------------------------------------------- bounded Laplace: accuracy
+
+
+ACCURACY_CASES = [
+    pytest.param(1.0, 0.0, 1.0, (0.0, 100.0), id="wide"),
+    pytest.param(0.5, 0.0, 1.0, (0.0, 2.0), id="narrow"),
+    pytest.param(1.0, 1e-3, 1.0, (-1.0, 1.0), id="delta"),
+]
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "sensitivity", "bounds"), ACCURACY_CASES)
+@pytest.mark.parametrize("where", [0.0, 0.5, 1.0])
+def test_bounded_accuracy_covers(
+    epsilon: float, delta: float, sensitivity: float, bounds: tuple[float, float], where: float
+) -> None:
+    alpha = 0.05
+    lo, hi = bounds
+    x = lo + where * (hi - lo)
+    a = bounded_laplace_accuracy(
+        epsilon=epsilon, delta=delta, sensitivity=sensitivity, bounds=bounds, alpha=alpha
+    )
+    out = bounded_laplace(
+        np.full(N_COVERAGE, x), epsilon=epsilon, delta=delta, sensitivity=sensitivity, bounds=bounds
+    )
+    misses = int(np.count_nonzero(np.abs(out - x) > a))
+    assert stats.binom.sf(misses - 1, N_COVERAGE, alpha) > FALSE_ALARM
+
+
+def test_bounded_accuracy_coverage_test_catches_a_short_bar() -> None:
+    """Validity twin: 75% of the worst-case half-width misses too often at an end."""
+    alpha = 0.05
+    a = bounded_laplace_accuracy(epsilon=1.0, sensitivity=1.0, bounds=(0.0, 100.0), alpha=alpha)
+    out = bounded_laplace(np.zeros(N_COVERAGE), epsilon=1.0, sensitivity=1.0, bounds=(0.0, 100.0))
+    misses = int(np.count_nonzero(np.abs(out) > 0.75 * a))
+    assert stats.binom.sf(misses - 1, N_COVERAGE, alpha) < FALSE_ALARM
+
+
+def test_bounded_accuracy_against_the_closed_form() -> None:
+    """Wide domain: the worst input is the middle, where the tail is about 2γ^(m+1)/(1+γ)."""
+    for alpha in (0.2, 0.05, 1e-4):
+        plan = _plan(1.0, 0.0, 1.0, (0.0, 1000.0))
+        a = bounded_laplace_accuracy(epsilon=1.0, sensitivity=1.0, bounds=(0.0, 1000.0), alpha=alpha)
+        b = plan.scale
+        closed_form = b * math.log(2 / ((1 + math.exp(-plan.grid / b)) * alpha))
+        assert abs(a - closed_form) <= 3 * plan.grid
+    # Noise far wider than the domain: the bar is capped at the width.
+    assert bounded_laplace_accuracy(epsilon=0.01, sensitivity=1.0, bounds=(0.0, 1.0)) <= 1.0
+
+
+# ---------------------------------------------------------------- randomness and shapes
+
+
+MECHANISMS: list[tuple[str, Callable[..., NDArray[np.float64]]]] = [
+    ("laplace", lambda v, **kw: laplace(v, epsilon=1.0, sensitivity=1.0, bounds=(-50.0, 50.0), **kw)),
+    (
+        "bounded",
+        lambda v, **kw: bounded_laplace(v, epsilon=1.0, sensitivity=1.0, bounds=(-50.0, 50.0), **kw),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "mechanism"), MECHANISMS)
+def test_default_randomness_differs_between_calls_and_ignores_numpy_seed(
+    name: str, mechanism: Callable[..., NDArray[np.float64]]
+) -> None:
+    values = np.zeros(1000)
+    np.random.seed(0)  # noqa: NPY002 - the legacy global seed must have no effect
+    first = mechanism(values)
+    np.random.seed(0)  # noqa: NPY002 - the legacy global seed must have no effect
+    second = mechanism(values)
+    assert not np.array_equal(first, second)
+
+
+@pytest.mark.parametrize(("name", "mechanism"), MECHANISMS)
+def test_caller_rng_is_reproducible(name: str, mechanism: Callable[..., NDArray[np.float64]]) -> None:
+    values = np.linspace(-60, 60, 100)
+    a = mechanism(values, rng=np.random.default_rng(7))
+    b = mechanism(values, rng=7)
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize(("name", "mechanism"), MECHANISMS)
+def test_shapes(name: str, mechanism: Callable[..., NDArray[np.float64]]) -> None:
+    out = mechanism(np.arange(12.0).reshape(3, 4))
+    assert out.shape == (3, 4)
+    assert out.dtype == np.float64
+    assert mechanism(5.0).shape == ()
+    assert mechanism(np.array([])).shape == (0,)
+    assert mechanism([7, 8]).shape == (2,)  # integers are read as reals
+    extremes = mechanism(np.array([-np.inf, np.inf]))
+    assert np.all((extremes >= -50) & (extremes <= 50))
+
+
+# ---------------------------------------------------------------- bad input
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.words = 0
+
+
+@pytest.fixture
+def word_counter(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    counter = _Counter()
+    original = _random.CryptoBitSource.words
+
+    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
+        counter.words += n
+        return original(self, n)
+
+    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
+    return counter
+
+
+GOOD: dict[str, dict[str, Any]] = {
+    "laplace": {"epsilon": 1.0, "sensitivity": 1.0, "bounds": (0.0, 10.0)},
+    "bounded": {"epsilon": 1.0, "sensitivity": 1.0, "bounds": (0.0, 10.0)},
+    "laplace_accuracy": {"epsilon": 1.0, "sensitivity": 1.0, "bounds": (0.0, 10.0)},
+    "bounded_accuracy": {"epsilon": 1.0, "sensitivity": 1.0, "bounds": (0.0, 10.0)},
+}
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "laplace": lambda **kw: laplace([1.0, 2.0], **kw),
+    "bounded": lambda **kw: bounded_laplace([1.0, 2.0], **kw),
+    "laplace_accuracy": laplace_accuracy,
+    "bounded_accuracy": bounded_laplace_accuracy,
+}
+NAN, INF = float("nan"), float("inf")
+BAD_POSITIVE = [0, 0.0, -1, -0.5, NAN, INF, -INF, "1", None, True, [1.0]]
+BAD_DELTA = [-0.1, 1, 1.0, 1.5, NAN, INF, "0.1", None, True]
+BAD_BOUNDS = [
+    (5.0, 1.0),
+    (1.0, 1.0),
+    (0.0, NAN),
+    (0.0, INF),
+    (-INF, 0.0),
+    ("0", 3.0),
+    (1.0,),
+    5.0,
+    (0.0, 1.0, 2.0),
+    (True, 3.0),
+    "ab",
+    None,
+]
+BAD_ALPHA = [0, 1, -0.1, 1.5, NAN, "0.05", None, True]
+ERRORS = (InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError)
+
+
+def _refused(
+    counter: _Counter, call: Callable[..., Any], match: str, error: Any = ERRORS, **kwargs: Any
+) -> None:
+    counter.words = 0
+    with pytest.raises(error, match=match):
+        call(**kwargs)
+    assert counter.words == 0  # a refused call draws no randomness
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+@pytest.mark.parametrize("parameter", ["epsilon", "sensitivity"])
+@pytest.mark.parametrize("bad", BAD_POSITIVE)
+def test_bad_epsilon_and_sensitivity_are_refused(
+    word_counter: _Counter, name: str, parameter: str, bad: Any
+) -> None:
+    kwargs = {**GOOD[name], parameter: bad}
+    _refused(word_counter, FUNCTIONS[name], parameter, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["bounded", "bounded_accuracy"])
+@pytest.mark.parametrize("bad", BAD_DELTA)
+def test_bad_delta_is_refused(word_counter: _Counter, name: str, bad: Any) -> None:
+    _refused(word_counter, FUNCTIONS[name], "delta", **{**GOOD[name], "delta": bad})
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+@pytest.mark.parametrize("bad", BAD_BOUNDS)
+def test_bad_bounds_are_refused(word_counter: _Counter, name: str, bad: Any) -> None:
+    _refused(word_counter, FUNCTIONS[name], "bounds", **{**GOOD[name], "bounds": bad})
+
+
+@pytest.mark.parametrize("name", ["laplace_accuracy", "bounded_accuracy"])
+@pytest.mark.parametrize("bad", BAD_ALPHA)
+def test_bad_alpha_is_refused(word_counter: _Counter, name: str, bad: Any) -> None:
+    _refused(word_counter, FUNCTIONS[name], "alpha", **{**GOOD[name], "alpha": bad})
+
+
+@pytest.mark.parametrize("mechanism", [laplace, bounded_laplace])
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ([1.0, NAN], InvalidParameterError),
+        (["a"], InvalidParameterTypeError),
+        ([True, False], InvalidParameterTypeError),
+        (np.array([1.0], dtype=object), InvalidParameterTypeError),
+    ],
+)
+def test_bad_values_are_refused(
+    word_counter: _Counter, mechanism: Callable[..., Any], bad: Any, error: type[Exception]
+) -> None:
+    _refused(
+        word_counter,
+        lambda: mechanism(bad, epsilon=1.0, sensitivity=1.0, bounds=(0.0, 1.0)),
+        "values",
+        error,
+    )
+
+
+@pytest.mark.parametrize("mechanism", [laplace, bounded_laplace])
+@pytest.mark.parametrize("bad", ["seed", 1.5, True, object()])
+def test_bad_rng_is_refused(mechanism: Callable[..., Any], bad: Any) -> None:
+    with pytest.raises(InvalidParameterTypeError, match="rng"):
+        mechanism([1.0], epsilon=1.0, sensitivity=1.0, bounds=(0.0, 1.0), rng=bad)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        # λ itself beyond the float range
+        ({"epsilon": 1e-300, "sensitivity": 1e10, "bounds": (0.0, 1.0)}, NoiseOverflowError, "epsilon"),
+        # seed 004: noise reaches the largest double with probability >= 2**-64
+        ({"epsilon": 1.0, "sensitivity": 5e306, "bounds": (0.0, 1.0)}, NoiseOverflowError, "epsilon"),
+        # outside Mironov's B < 2**46 λ
+        ({"epsilon": 10.0, "sensitivity": 1.0, "bounds": (1e15, 1e15 + 10)}, InvalidParameterError, "bounds"),
+        # the floating-point term cannot stay below epsilon (λ < B fails)
+        ({"epsilon": 1e-14, "sensitivity": 1.0, "bounds": (0.0, 1.0)}, InvalidParameterError, "epsilon"),
+        ({"epsilon": 1.0, "sensitivity": 1e-300, "bounds": (0.0, 1e-299)}, InvalidParameterError, "sensitivity"),
+    ],
+)
+def test_snapping_refuses_unsafe_parameters(
+    word_counter: _Counter, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    _refused(word_counter, lambda: laplace([0.5], **kwargs), match, error)
+    _refused(word_counter, lambda: laplace_accuracy(**kwargs), match, error)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"epsilon": 1.0, "sensitivity": 1.0, "bounds": (1e15, 1e15 + 1e-3)}, InvalidParameterError, "bounds"),
+        ({"epsilon": 1e-300, "sensitivity": 1e300, "bounds": (0.0, 1.0)}, NoiseOverflowError, "epsilon"),
+    ],
+)
+def test_bounded_refuses_unsafe_parameters(
+    word_counter: _Counter, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    _refused(word_counter, lambda: bounded_laplace([0.5], **kwargs), match, error)
+    _refused(word_counter, lambda: bounded_laplace_accuracy(**kwargs), match, error)
+
+
+def test_errors_subclass_builtins() -> None:
+    assert issubclass(InvalidParameterError, ValueError)
+    assert issubclass(InvalidParameterTypeError, TypeError)
+    assert issubclass(NoiseOverflowError, ValueError)
