@@ -37,19 +37,25 @@ _NORMALIZE = (False, True, "all", "index", "columns", 0, 1)
 class _Grouping:
     """Grouping columns resolved against their declared domains."""
 
-    names: list[Any]
-    domains: list[pd.Index]
-    dtypes: list[Any]
-    codes: list[_aggregate.Codes]
+    groups: list[_aggregate.Group]
+
+    @property
+    def names(self) -> list[Any]:
+        return [g.name for g in self.groups]
+
+    @property
+    def domains(self) -> list[pd.Index]:
+        return [g.domain for g in self.groups]
 
     @property
     def sizes(self) -> list[int]:
-        return [len(d) for d in self.domains]
+        return [len(g.domain) for g in self.groups]
 
     def index(self) -> pd.Index:
         """The labels of the cells, in the order of the declared domains."""
-        if len(self.names) == 1:
-            return _labels(self.domains[0], self.dtypes[0], self.names[0])
+        if len(self.groups) == 1:
+            only = self.groups[0]
+            return _labels(only.domain, only.dtype, only.name)
         product: pd.Index = pd.MultiIndex.from_product(self.domains, names=self.names)
         return product
 
@@ -63,17 +69,13 @@ def _labels(domain: pd.Index, dtype: Any, name: Any) -> pd.Index:
     return labels
 
 
-def _group(frame: pd.DataFrame, names: Sequence[Any], domain: Any, param: str) -> _Grouping:
-    columns = [_validation.column(frame, name, param) for name in names]
-    domains = [
-        _validation.declared_domain(c, n, domain) for c, n in zip(columns, names, strict=True)
-    ]
-    return _Grouping(
-        names=list(names),
-        domains=domains,
-        dtypes=[c.dtype for c in columns],
-        codes=[_aggregate.domain_codes(c, d) for c, d in zip(columns, domains, strict=True)],
-    )
+def _group(data: Any, names: Sequence[Any], domain: Any, param: str) -> _Grouping:
+    groups = []
+    for name in names:
+        column = data.column(name, param)
+        declared = _validation.declared_domain(column, name, domain)
+        groups.append(_aggregate.Group(name, declared, column.dtype))
+    return _Grouping(groups)
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -107,6 +109,7 @@ class DPAccessor:
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self._frame = frame
+        self._data: Any = _aggregate.PandasData(frame)
 
     # ------------------------------------------------------------ the budget
 
@@ -195,17 +198,19 @@ class DPAccessor:
         """
         eps = _validation.epsilon(epsilon)
         keep_nonnegative = _flag(nonnegative, "nonnegative")
-        mask = _validation.where_mask(self._frame, where)
-        grouping = None if by is None else _group(
-            self._frame, _validation.column_names(by, "by"), domain, "by"
+        mask = self._data.where(where)
+        grouping = (
+            None
+            if by is None
+            else _group(self._data, _validation.column_names(by, "by"), domain, "by")
         )
         private = rng is None
 
         def release() -> tuple[Any, list[_results.Release]]:
             if grouping is None:
-                exact = np.array([len(self._frame) if mask is None else int(mask.sum())])
+                exact = np.array([self._data.row_count(mask)])
             else:
-                exact = _aggregate.count_table(grouping.codes, grouping.sizes, mask).reshape(-1)
+                exact = self._data.count_table(grouping.groups, mask).reshape(-1)
             noisy = mechanisms.geometric(exact, epsilon=eps, rng=rng)
             part = self._count_release("count", grouping, eps, private, keep_nonnegative)
             if keep_nonnegative:
@@ -291,16 +296,19 @@ class DPAccessor:
         Seed ``004_2d340d4f6924174c.txt`` (bounds and ApproxBounds).
         """
         eps = _validation.epsilon(epsilon)
-        series = _validation.column(self._frame, column, "column")
-        values = _validation.numeric_values(series, column)
-        mask = _validation.where_mask(self._frame, where)
-        grouping = None if by is None else _group(
-            self._frame, _validation.column_names(by, "by"), domain, "by"
+        values = self._data.numeric(column, "column")
+        mask = self._data.where(where)
+        grouping = (
+            None
+            if by is None
+            else _group(self._data, _validation.column_names(by, "by"), domain, "by")
         )
         auto = isinstance(bounds, str) and bounds == "auto"
         if auto:
-            share = eps / 4 if bounds_epsilon is None else _validation.epsilon(
-                bounds_epsilon, "bounds_epsilon"
+            share = (
+                eps / 4
+                if bounds_epsilon is None
+                else _validation.epsilon(bounds_epsilon, "bounds_epsilon")
             )
             if share >= eps:
                 raise InvalidParameterError(
@@ -327,19 +335,17 @@ class DPAccessor:
         def release() -> tuple[Any, list[_results.Release]]:
             parts: list[_results.Release] = []
             if checked_bounds is None:
-                usable = ~np.isnan(values) if mask is None else mask & ~np.isnan(values)
-                found, bounds_part = _approx_bounds(values[usable], share, names, private, rng)
+                histogram = self._data.log_histogram(values, mask)
+                found, bounds_part = _approx_bounds(histogram, share, names, private, rng)
                 parts.append(bounds_part)
                 lo, hi = found
             else:
                 lo, hi = checked_bounds
             grid = _aggregate.SumGrid.for_bounds(lo, hi)
             if grouping is None:
-                exact = np.array([_aggregate.sum_total(grid, values, mask)])
+                exact = np.array([self._data.sum_total(values, grid, mask)])
             else:
-                exact = _aggregate.sum_table(
-                    grid, values, grouping.codes, grouping.sizes, mask
-                ).reshape(-1)
+                exact = self._data.sum_table(values, grid, grouping.groups, mask).reshape(-1)
             sum_eps = eps - share
             sensitivity = max(grid.sensitivity_units, 1)
             noisy_units = mechanisms.geometric(
@@ -460,13 +466,11 @@ class DPAccessor:
                     "a crosstab of sums needs bounds=(lo, hi), the declared range of one value."
                 )
             checked_bounds = _validation.real_bounds(bounds)
-            summed = _validation.numeric_values(
-                _validation.column(self._frame, values, "values"), values
-            )
+            summed = self._data.numeric(values, "values")
         elif bounds is not None:
-            raise InvalidParameterError("bounds is only used with values= and aggfunc=\"sum\".")
-        rows = _group(self._frame, row_names, domain, "index")
-        cols = _group(self._frame, col_names, domain, "columns")
+            raise InvalidParameterError('bounds is only used with values= and aggfunc="sum".')
+        rows = _group(self._data, row_names, domain, "index")
+        cols = _group(self._data, col_names, domain, "columns")
         for grouping in (rows, cols):
             for name, dom in zip(grouping.names, grouping.domains, strict=True):
                 if with_margins and margins_name in dom:
@@ -477,12 +481,12 @@ class DPAccessor:
         names = [str(n) for n in [*row_names, *col_names]]
 
         def release() -> tuple[pd.DataFrame, list[_results.Release]]:
-            sizes, codes = rows.sizes + cols.sizes, rows.codes + cols.codes
+            groups = rows.groups + cols.groups
             shape = (math.prod(rows.sizes), math.prod(cols.sizes))
             if summing:
                 lo, hi = checked_bounds
                 grid = _aggregate.SumGrid.for_bounds(lo, hi)
-                exact = _aggregate.sum_table(grid, summed, codes, sizes).reshape(shape)
+                exact = self._data.sum_table(summed, grid, groups, None).reshape(shape)
                 sensitivity = max(grid.sensitivity_units, 1)
                 noisy = mechanisms.geometric(exact, epsilon=eps, sensitivity=sensitivity, rng=rng)
                 cells: NDArray[Any] = noisy.astype(np.float64) * grid.step
@@ -492,7 +496,7 @@ class DPAccessor:
                 sens_value = sensitivity * step
                 notes: dict[str, Any] = {"bounds": [lo, hi], "grid_step": step}
             else:
-                exact = _aggregate.count_table(codes, sizes).reshape(shape)
+                exact = self._data.count_table(groups, None).reshape(shape)
                 cells = mechanisms.geometric(exact, epsilon=eps, rng=rng)
                 unit_eps, step, mechanism = eps, 1.0, "geometric"
                 noise_scale, sens_value, notes = float(1 / eps), 1.0, {}
@@ -578,12 +582,12 @@ class DPAccessor:
         Seed ``001_ac8d45847700a6b3.txt``.
         """
         params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
-        mask = _validation.where_mask(self._frame, where)
+        mask = self._data.where(where)
         cost = _decisions.decision_cost(params.epsilon, params.delta, params.method)
         private = rng is None
 
         def release() -> tuple[bool, list[_results.Release]]:
-            count = len(self._frame) if mask is None else int(mask.sum())
+            count = self._data.row_count(mask)
             decided = _decisions.sample_decisions(
                 np.array([count], dtype=np.int64),
                 min_count=params.min_count,
@@ -706,7 +710,7 @@ def _cell_bounds(
 
 
 def _approx_bounds(
-    values: NDArray[np.float64],
+    counts: NDArray[np.int64],
     epsilon: Fraction,
     columns: list[str],
     private: bool,
@@ -714,24 +718,15 @@ def _approx_bounds(
 ) -> tuple[tuple[float, float], _results.Release]:
     """Private bounds from a noisy log-scale histogram (seed 004's ApproxBounds).
 
-    Bins: [0, 1], (1, 2], (2, 4], ..., (2^61, 2^62] and their mirror images for negative
-    values (122 bins, fixed in advance). One row falls in one bin, so the noisy counts
-    are ``epsilon``-DP. A bin is "occupied" when its noisy count exceeds a threshold t
-    chosen so that an empty bin passes it with probability below 1e-9 in total; the
-    bounds are the outer edges of the outermost occupied bins.
+    ``counts``: the rows per bin of ``_aggregate.log_histogram``: [0, 1], (1, 2], (2, 4],
+    ..., (2^61, 2^62] for non-negative values, then the same for negative ones (bins
+    fixed in advance). One row falls in one bin, so the noisy counts are ``epsilon``-DP.
+    A bin is "occupied" when its noisy count exceeds a threshold t chosen so that an
+    empty bin passes it with probability below 1e-9 in total; the bounds are the outer
+    edges of the outermost occupied bins.
     """
-    edges = np.ldexp(1.0, np.arange(0, 63))  # 1, 2, 4, ..., 2**62
-    magnitude = np.abs(values)
-    bin_of = np.searchsorted(edges, magnitude, side="left")  # 0 for [0, 1], j for (2^(j-1), 2^j]
-    bin_of = np.minimum(bin_of, len(edges) - 1)
-    negative = values < 0
+    edges = _aggregate.LOG_EDGES
     n_bins = len(edges)
-    counts = np.concatenate(
-        [
-            np.bincount(bin_of[~negative], minlength=n_bins),
-            np.bincount(bin_of[negative], minlength=n_bins),
-        ]
-    ).astype(np.int64)
     noisy = mechanisms.geometric(counts, epsilon=epsilon, rng=rng)
     alpha = math.exp(-float(epsilon))
     # P(N > t) = alpha^(t+1) / (1 + alpha); union over all bins below 1e-9.

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpframe import _validation
+
 __all__: list[str] = []
 
 # Grid for sums: a clamped value v is stored as round(v / step) with
@@ -239,3 +241,83 @@ def sum_table(
             total += partial.astype(np.int64) << np.int64(low_bit)
         total -= np.bincount(keys, minlength=full).astype(np.int64) * _OFFSET
     return _drop_outside(total, sizes)
+
+
+# ---------------------------------------------------------------- the pandas backend
+
+# Bins of the private bounds estimate (seed 004's ApproxBounds): [0, 1], (1, 2], (2, 4],
+# ..., (2**61, 2**62], for the magnitudes of non-negative and of negative values.
+LOG_EDGES = np.ldexp(1.0, np.arange(0, 63))
+
+
+def log_histogram(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Counts of non-NaN ``values`` in the log-scale bins, non-negative then negative."""
+    values = values[~np.isnan(values)]
+    bins = np.minimum(np.searchsorted(LOG_EDGES, np.abs(values), side="left"), len(LOG_EDGES) - 1)
+    negative = values < 0
+    size = len(LOG_EDGES)
+    return np.concatenate(
+        [np.bincount(bins[~negative], minlength=size), np.bincount(bins[negative], minlength=size)]
+    ).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A grouping column and its declared domain."""
+
+    name: Any
+    domain: pd.Index
+    dtype: Any
+
+
+class PandasData:
+    """Exact aggregates of an in-memory DataFrame: the accessor's only view of the rows.
+
+    Other backends (Dask) provide the same methods; the privacy logic above them is shared.
+    """
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+
+    def column(self, name: Any, param: str) -> Any:
+        """The column ``name`` (validated: it exists, once)."""
+        return _validation.column(self.frame, name, param)
+
+    def where(self, where: Any) -> NDArray[np.bool_] | None:
+        """The validated row filter."""
+        return _validation.where_mask(self.frame, where)
+
+    def numeric(self, name: Any, param: str) -> NDArray[np.float64]:
+        """A numeric column as float64 (validated), missing values as NaN."""
+        return _validation.numeric_values(self.column(name, param), name)
+
+    def _codes(self, groups: Sequence[Group]) -> list[Codes]:
+        return [domain_codes(self.frame[g.name], g.domain) for g in groups]
+
+    def row_count(self, where: NDArray[np.bool_] | None) -> int:
+        return len(self.frame) if where is None else int(where.sum())
+
+    def count_table(
+        self, groups: Sequence[Group], where: NDArray[np.bool_] | None
+    ) -> NDArray[np.int64]:
+        return count_table(self._codes(groups), [len(g.domain) for g in groups], where)
+
+    def sum_total(
+        self, values: NDArray[np.float64], grid: SumGrid, where: NDArray[np.bool_] | None
+    ) -> int:
+        return sum_total(grid, values, where)
+
+    def sum_table(
+        self,
+        values: NDArray[np.float64],
+        grid: SumGrid,
+        groups: Sequence[Group],
+        where: NDArray[np.bool_] | None,
+    ) -> NDArray[np.int64]:
+        sizes = [len(g.domain) for g in groups]
+        return sum_table(grid, values, self._codes(groups), sizes, where)
+
+    def log_histogram(
+        self, values: NDArray[np.float64], where: NDArray[np.bool_] | None
+    ) -> NDArray[np.int64]:
+        return log_histogram(values if where is None else values[where])

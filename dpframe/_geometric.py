@@ -356,23 +356,33 @@ def magnitude_tail(plan: GeometricPlan, a: int) -> Fraction:
 def half_width(plan: GeometricPlan, alpha: Fraction) -> int:
     """Smallest integer a >= 0 with P(|N| > a) <= alpha, decided in exact arithmetic.
 
-    The closed form of the ideal mechanism gives a first guess; exact evaluations of
-    the realized tail then step to the answer (usually two or three of them).
+    The closed form of the ideal mechanism (at the plan's slightly wider target) gives
+    a first guess; a galloping search then brackets the answer and bisection finds it,
+    every comparison made on the exact realized tail.
     """
-    gamma = math.exp(-float(plan.unit_epsilon))
-    level = float(alpha)
-    if gamma > 0 and level < 1:
-        guess = math.ceil(math.log(level * (1 + gamma) / 2) / math.log(gamma)) - 1
-    else:  # pragma: no cover - defensive
-        guess = 0
-    a = max(0, guess)
-    if plan.cap is not None:
-        a = min(a, plan.cap + 1)
-    while a > 0 and magnitude_tail(plan, a - 1) <= alpha:
-        a -= 1
-    while magnitude_tail(plan, a) > alpha:
-        a += 1
-    return a
+    gamma = math.exp(-float(plan.unit_epsilon * (1 - _SLACK)))
+    guess = math.ceil(math.log(float(alpha) * (1 + gamma) / 2) / math.log(gamma)) - 1
+    guess = max(0, guess if plan.cap is None else min(guess, plan.cap + 1))
+
+    def fits(a: int) -> bool:
+        return magnitude_tail(plan, a) <= alpha
+
+    step = 1
+    if fits(guess):  # search downwards for a bracket (lo fails, hi fits)
+        hi, lo = guess, guess - step
+        while lo >= 0 and fits(lo):
+            hi, step = lo, 2 * step
+            lo = hi - step
+        lo = max(lo, -1)
+    else:
+        lo, hi = guess, guess + step
+        while not fits(hi):
+            lo, step = hi, 2 * step
+            hi = lo + step
+    while hi - lo > 1:  # invariant: lo fails (or is -1), hi fits
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 # ---------------------------------------------------------------- rejection (seed 002, 2.4)

@@ -64,6 +64,8 @@ _GRID_BITS = 20
 _MIN_GRID_STEPS = 2**10
 # Grid indices stay below 2**52 in magnitude, so index·g is exact in float64.
 _MAX_INDEX_BITS = 52
+# Noise scales beyond 2**800 grid steps are refused (float64 accuracy computations).
+_MAX_SCALE_OVER_GRID = Fraction(2) ** 800
 # Coins of the uniform-proposal sampler: relative precision 2**-64.
 _COIN_BITS = 64
 # The scale search aims this far (relative) below the budget before the exact check.
@@ -100,19 +102,20 @@ def _one_minus_exp_neg(x: Fraction) -> Decimal:
 
 def _full_precision_uniform(
     source: BitSource, n: int
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.uint64]]:
     """``n`` uniforms ``U* = m·2**-e`` with full precision, and ``n`` fair signs.
 
-    Returns ``(e, m, negative)``: ``e >= 1`` an integer-valued float with
-    ``P(e = k) = 2**-k`` (the position of the first one in a stream of fair bits) and
-    ``m = 1.b1...b52`` with 52 uniform bits. ``U*`` is then a real uniform on (0, 1)
-    truncated to 53 significant bits: every double in (0, 1), and every smaller binade
-    too, carries exactly the probability of the interval it truncates. ``U*`` itself is
-    never formed, so there is no floor at 2**-1074.
+    Returns ``(e, m, sign)``: ``e >= 1`` an integer-valued float with
+    ``P(e = k) = 2**-k`` (the position of the first one in a stream of fair bits),
+    ``m = 1.b1...b52`` with 52 uniform bits, and ``sign`` a fair float64 sign bit (bit
+    63 of a word, to XOR into a float). ``U*`` is a real uniform on (0, 1) truncated to
+    53 significant bits: every double in (0, 1), and every smaller binade too, carries
+    exactly the probability of the interval it truncates. ``U*`` itself is never
+    formed, so there is no floor at 2**-1074.
     """
     first = source.words(n)
     mantissa_words = source.words(n)
-    negative = (first & np.uint64(1)).astype(np.bool_)
+    sign = first << np.uint64(63)  # bit 0: independent of the 53 bits used below
     top = first >> np.uint64(64 - _EXPONENT_BITS)  # 53 fair bits, exact as a float64
     exponent = _first_one_position(top)
     pending = np.flatnonzero(top == 0)  # all 53 bits zero: probability 2**-53, keep reading
@@ -123,14 +126,17 @@ def _full_precision_uniform(
         exponent[pending] = offset + _first_one_position(more)
         pending = pending[more == 0]
     m = ((mantissa_words >> np.uint64(12)) | _ONE_BITS).view(np.float64)
-    return exponent, m, negative
+    return exponent, m, sign
 
 
 def _first_one_position(top: NDArray[np.uint64]) -> NDArray[np.float64]:
     """1-based position of the highest set bit of 53-bit words, counted from bit 52."""
     # A float64 holds a 53-bit integer exactly; its biased exponent is 1023 + floor(log2).
-    biased = top.astype(np.float64).view(np.uint64) >> np.uint64(52)
-    return (np.int64(1023 + _EXPONENT_BITS) - biased.astype(np.int64)).astype(np.float64)
+    biased = top.view(np.int64).astype(np.float64).view(np.int64) >> np.int64(52)
+    positions: NDArray[np.float64] = np.subtract(
+        float(1023 + _EXPONENT_BITS), biased, dtype=np.float64
+    )
+    return positions
 
 
 # ---------------------------------------------------------------- snapping: scale and checks
@@ -146,9 +152,7 @@ class _Snapping:
 
 
 @functools.lru_cache(maxsize=256)
-def _snapping(
-    epsilon: Fraction, sensitivity: Fraction, lo: float, hi: float
-) -> _Snapping:
+def _snapping(epsilon: Fraction, sensitivity: Fraction, lo: float, hi: float) -> _Snapping:
     """λ and Λ for the snapping mechanism, or a dpframe error when no safe λ exists.
 
     The analysis behind ``_FLOAT_TERM`` (η = 2**-53, λ < B < 2**46·λ, Λ < 2λ). With
@@ -217,13 +221,14 @@ def _snap_block(
     x: NDArray[np.float64], snap: _Snapping, lo: float, hi: float, source: BitSource
 ) -> NDArray[np.float64]:
     """Snapped noisy values for clamped inputs ``x`` (one block)."""
-    exponent, m, negative = _full_precision_uniform(source, x.size)
+    exponent, m, sign = _full_precision_uniform(source, x.size)
     # -ln(U*) = e·ln 2 − ln m: exact up to float64 rounding, for any exponent.
-    magnitude = exponent * _LN2
-    magnitude -= np.log(m)
-    magnitude *= snap.scale
-    np.negative(magnitude, out=magnitude, where=negative)
-    z = x + magnitude
+    noise = exponent * _LN2
+    noise -= np.log(m)
+    noise *= snap.scale
+    bits = noise.view(np.uint64)
+    np.bitwise_xor(bits, sign, out=bits)  # a fair sign, exactly
+    z = x + noise
     grid = snap.grid
     # Anything beyond one grid step outside [lo, hi] ends up clamped either way; clipping
     # first keeps z / Λ small, so the rounding below is exact.
@@ -501,21 +506,26 @@ def _uniform_coins(unit: Fraction, steps: int) -> tuple[tuple[Coin, ...], Decima
 
 
 def _largest_unit(target: Decimal, reach: int, steps: int) -> Fraction:
-    """The largest ``unit`` (to about 2**-40 relative) with ``_loss_without_kappa <= target``."""
-    with precise():
-        upper = float(target / reach) * 1.01  # s·u alone exceeds the target there
-        lower = upper / 2
-        while _loss_without_kappa(Fraction(lower), reach, steps) > target:
-            lower /= 2
-            if lower < 1e-300:
-                raise DPFrameError("internal error: bounded Laplace scale search; please report")
-        while upper - lower > lower * 2.0**-40:
-            middle = (lower + upper) / 2
-            if _loss_without_kappa(Fraction(middle), reach, steps) <= target:
-                lower = middle
-            else:
-                upper = middle
-    return Fraction(lower)
+    """The largest ``unit`` (to 2**-40 relative) with ``_loss_without_kappa <= target``.
+
+    Bisection on exact dyadic rationals: the loss grows with the unit (less noise).
+    """
+    upper = Fraction(target) / reach  # s·u alone reaches the target there
+    upper = Fraction(2) ** (_floor_log2(upper) + 1)
+    lower = upper / 2
+    for _ in range(4000):
+        if _loss_without_kappa(lower, reach, steps) <= target:
+            break
+        upper, lower = lower, lower / 2
+    else:
+        raise DPFrameError("internal error: bounded Laplace scale search; please report")
+    while upper - lower > lower / 2**40:
+        middle = (lower + upper) / 2
+        if _loss_without_kappa(middle, reach, steps) <= target:
+            lower = middle
+        else:
+            upper = middle
+    return lower
 
 
 def _grid_for(sensitivity: Fraction, lo: float, hi: float) -> tuple[int, int, int]:
@@ -547,9 +557,20 @@ def _bounded_plan(
     epsilon: Fraction, delta: Fraction, sensitivity: Fraction, lo: float, hi: float
 ) -> _BoundedPlan:
     """Grid, scale and sampler of the bounded Laplace mechanism, checked in high precision."""
+    if sensitivity / epsilon > _DBL_MAX:
+        raise NoiseOverflowError(
+            f"epsilon / sensitivity = {float(epsilon / sensitivity):g} gives a noise scale "
+            f"beyond the float64 range. Use a larger epsilon or a smaller sensitivity."
+        )
     exponent, first, steps = _grid_for(sensitivity, lo, hi)
     grid = Fraction(2) ** exponent
     reach = math.ceil(sensitivity / grid)
+    if sensitivity / epsilon > _MAX_SCALE_OVER_GRID * grid:
+        raise InvalidParameterError(
+            f"sensitivity / epsilon = {float(sensitivity / epsilon):g} is more than 2**800 "
+            f"times the grid of bounds=({lo!r}, {hi!r}); the output would be uniform. Use "
+            f"a larger epsilon or a smaller sensitivity."
+        )
     with precise():
         # Holohan et al.: p <= e^ε' q pointwise with ε' = ε − ln(1 − δ) gives (ε, δ)-DP.
         budget = to_decimal(epsilon) - (1 - to_decimal(delta)).ln()
@@ -575,12 +596,6 @@ def _bounded_plan(
             target = budget - 8 * kappa - budget * to_decimal(_SEARCH_MARGIN)
     else:
         raise DPFrameError("internal error: no verified bounded Laplace plan; please report")
-    scale = Fraction(grid) / unit
-    if scale > _DBL_MAX:
-        raise NoiseOverflowError(
-            f"epsilon / sensitivity = {float(epsilon / sensitivity):g} gives a noise scale "
-            f"beyond the float64 range. Use a larger epsilon or a smaller sensitivity."
-        )
     return _BoundedPlan(
         grid=float(grid),
         first=first,
@@ -677,9 +692,7 @@ def _grid_index(x: NDArray[np.float64], plan: _BoundedPlan) -> NDArray[np.int64]
     return np.clip(index, 0, plan.steps, out=index)
 
 
-def _bounded_draw(
-    plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
-) -> NDArray[np.int64]:
+def _bounded_draw(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
     out = np.empty(v.size, dtype=np.int64)
     pending = np.arange(v.size)
     while pending.size:  # a loop over rejection rounds, on the rejected elements only
@@ -761,8 +774,8 @@ def bounded_laplace(
     inside. The condition is evaluated in 120-digit arithmetic. Then every output is
     at most ``exp(epsilon)/(1 − delta)`` times likelier under one input than under a
     neighbouring one, which is ``epsilon``-DP for ``delta = 0`` and
-    ``(epsilon, delta)``-DP otherwise (Holohan et al., Theorem 3.2's argument: the
-    excess over ``e^ε`` on any event is at most ``delta`` times its probability).
+    ``(epsilon, delta)``-DP otherwise (the argument of Holohan et al.: the excess
+    over ``e^ε`` on any event is at most ``delta`` times its probability).
     For grids of 2^20 steps the scale agrees with the continuous fixed point of the
     paper to about one part in 10^5.
 

@@ -254,6 +254,12 @@ def declared_domain(series: Any, name: Any, domain: Any) -> Any:
         return index
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
+        if "__UNKNOWN_CATEGORIES__" in dtype.categories:  # Dask's marker: not declared
+            raise DomainError(
+                f"column {name!r} is a Dask Categorical with unknown categories; learning them "
+                f"(ddf.categorize()) would read the keys from the data. Declare them instead: "
+                f'domain={{"{name}": [...]}}, or astype(pd.CategoricalDtype([...])).'
+            )
         if len(dtype.categories) == 0:
             raise DomainError(
                 f"column {name!r} is a Categorical with no categories; declare its domain with "
@@ -282,7 +288,7 @@ def where_mask(frame: Any, where: Any) -> NDArray[np.bool_] | None:
         except Exception as exc:  # pandas raises many kinds; report them all as our own
             raise InvalidParameterError(
                 f"where={where!r} could not be evaluated on the frame ({exc}). Use a pandas "
-                f"expression such as where=\"Age >= 18\" or a boolean Series."
+                f'expression such as where="Age >= 18" or a boolean Series.'
             ) from exc
     if isinstance(where, pd.Series):
         if not where.index.equals(frame.index):
