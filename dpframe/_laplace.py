@@ -5,8 +5,8 @@ Mironov (2012) exploited, plus their accuracy half-widths:
 
 * :func:`laplace` is Mironov's *snapping mechanism*: clamp, add Laplace noise drawn from a
   full-precision uniform, round to a power-of-two grid ``Λ``, clamp again. Its noise scale
-  ``λ`` carries a small term for floating-point error, bounded below in this module's
-  own analysis (see ``_snapping``).
+  ``λ`` carries a small term for floating-point error, sized by this module's own error
+  analysis (see ``_snapping``).
 * :func:`bounded_laplace` is the bounded-domain Laplace mechanism of Holohan et al.
   (2019), which resamples until the output lies in the domain. dpframe runs it entirely
   on a fine power-of-two grid with exact integer noise, so every decision is an exact
@@ -155,17 +155,23 @@ class _Snapping:
 def _snapping(epsilon: Fraction, sensitivity: Fraction, lo: float, hi: float) -> _Snapping:
     """λ and Λ for the snapping mechanism, or a dpframe error when no safe λ exists.
 
-    The analysis behind ``_FLOAT_TERM`` (η = 2**-53, λ < B < 2**46·λ, Λ < 2λ). With
-    ``t = e·ln2 − ln m`` the exact magnitude for ``U* = m·2**-e``, each float64 step
-    (ln 2 rounded, the product, numpy's log with error below 2 ulp — the tests measure
-    it below 1 ulp —, the difference, the product by λ, the sum with x) has relative
-    error η, and ``U*`` truncates a real uniform V by less than a factor 1 + 2**-52.
-    Against the exact Laplace draw ``W = ±λ·(−ln V)`` this gives, for |W| <= 2B + Λ,
-    ``|z − (x + W)| <= d = 27ηB`` for the computed sum z. Rounding and clamping are
-    exact, so each output is an event on ``x + W`` known up to d at each end: an
-    interval of length Λ (interior points) or a half-line (the clamped ends). Between
-    inputs ``Δ`` apart, the probabilities then differ by at most
-    ``exp((Δ + 2d)/λ)·(Λ + 2d)/(Λ − 2d) <= exp((Δ + 8.92d)/λ) <= exp((Δ + 2**-45·B)/λ)``.
+    Why ``λ = (Δ + 2**-44·B)/ε`` is enough (η = 2**-53, λ < B < 2**46·λ, λ <= Λ < 2λ).
+    ``U* = m·2**-e`` truncates a real uniform V (``U* <= V < U*(1 + 2**-52)``), so
+    ``W = ±λ·(−ln V)`` is an exact Laplace(λ) draw, and ``T = −ln U* = e·ln 2 − ln m``
+    is within 2η of ``−ln V``. The computed ``t = fl(fl(e·fl(ln 2)) − log(m))``, with
+    numpy's log erring by at most 2 ulp on [1, 2) (2η absolute; the tests measure
+    below 1 ulp), satisfies ``|t − T| <= 3ηT + 3.4η``; the product by λ adds ``ηλt``
+    and the sum with x adds ``η|x + noise|``. So the computed sum z obeys
+    ``|z − (x + W)| <= η|x + noise| + 4.001η|W| + 5.42ηλ``, at most ``d = 27ηB`` when
+    ``|W| <= 2B + Λ``. Rounding to multiples of Λ and both clamps are exact. Hence an
+    interior output o satisfies ``{x + W ∈ [o − Λ/2 + d, o + Λ/2 − d)} ⊂ {output = o}
+    ⊂ {x + W ∈ [o − Λ/2 − d, o + Λ/2 + d)}``, and an end output lies between two
+    half-lines likewise (noise beyond 2B + Λ lands on the same end however it
+    rounds). For inputs at most Δ apart, mapping the outer interval of one affinely
+    onto the inner interval of the other moves no point by more than Δ + 2d, so the
+    probabilities differ by at most ``exp((Δ + 2d)/λ)·(Λ + 2d)/(Λ − 2d)``. With
+    ``d < 0.211λ`` (from B < 2**46·λ) this is at most
+    ``exp((Δ + 8.92d)/λ) <= exp((Δ + 2**-45·B)/λ)``, half the margin dpframe takes.
     """
     bound_abs = max(Fraction(abs(lo)), Fraction(abs(hi)))
     # Mironov needs λ < B; a clamp to [lo, hi] is also a clamp to any wider [-B, B].
@@ -441,21 +447,22 @@ class _BoundedPlan:
 
 
 def _loss_without_kappa(unit: Fraction, reach: int, steps: int) -> Decimal:
-    """``s·u + ln(h(a*)/h(0))``: the privacy loss of the ideal discrete bounded Laplace.
+    """``t·u + ln(h(t)/h(0))``, ``t = min(s, M)``: the privacy loss of the ideal mechanism.
 
-    ``h(a) = 1 + γ − γ^(a+1) − γ^(M−a+1)`` is (1 − γ) times the normalization
-    ``Σ_{j=0..M} γ^|j−a|`` of an input at index a; ``ln h`` is concave and symmetric,
-    so the largest ratio between indices at most ``s`` apart is ``h(a*)/h(0)`` with
-    ``a* = min(s, ⌊M/2⌋)``.
+    For weights ``γ^|n|`` (``γ = exp(−u)``) on indices ``0..M``, an input at index ``a``
+    has normalization ``h(a)/(1 − γ)`` with ``h(a) = 1 + γ − γ^(a+1) − γ^(M−a+1)``.
+    Inputs ``t`` indices apart give output ratios at most ``e^(t·u)·h(a')/h(a)``, with
+    equality at the output 0. ``ln h`` is concave and symmetric, so for a fixed ``t``
+    the ratio is largest for ``a = 0, a' = t``, and ``t·u + ln h(t)`` increases with
+    ``t``: the largest loss is at ``t = min(s, M)``. This is the discrete form of
+    Holohan et al.'s ``Δ/b + ln ΔC(b)`` with ``ΔC(b) = C_(l+Δ)(b)/C_l(b)``.
     """
-    a_star = min(reach, steps // 2)
+    t = min(reach, steps)
     with precise():
         gamma = exp_decimal(-unit)
         h0 = _one_minus_exp_neg(unit * (steps + 1))
-        h_star = _one_minus_exp_neg(unit * (a_star + 1)) + gamma * _one_minus_exp_neg(
-            unit * (steps - a_star)
-        )
-        return to_decimal(unit * reach) + (h_star / h0).ln()
+        h_t = _one_minus_exp_neg(unit * (t + 1)) + gamma * _one_minus_exp_neg(unit * (steps - t))
+        return to_decimal(unit * t) + (h_t / h0).ln()
 
 
 def _ln_ratio(realized: Fraction, ideal: Decimal) -> Decimal:
@@ -767,17 +774,18 @@ def bounded_laplace(
 
     **Privacy.** Neighbours (one row added or removed) change each entry by at most
     ``sensitivity``. The scale ``b`` is the smallest (found by bisection) with
-    ``s·g/b + ln ΔC + 4κ <= epsilon − ln(1 − delta)``, where ``ΔC = h(a*)/h(0)``,
-    ``h(a) = 1 + γ − γ^(a+1) − γ^(M−a+1)``, ``a* = min(s, ⌊M/2⌋)``, ``M + 1`` grid
-    points: the discrete form of Holohan et al.'s normalization term ``ΔC(b)``, whose
-    worst pair of neighbours is an end of the domain against the input ``s`` steps
-    inside. The condition is evaluated in 120-digit arithmetic. Then every output is
-    at most ``exp(epsilon)/(1 − delta)`` times likelier under one input than under a
-    neighbouring one, which is ``epsilon``-DP for ``delta = 0`` and
-    ``(epsilon, delta)``-DP otherwise (the argument of Holohan et al.: the excess
-    over ``e^ε`` on any event is at most ``delta`` times its probability).
-    For grids of 2^20 steps the scale agrees with the continuous fixed point of the
-    paper to about one part in 10^5.
+    ``t·g/b + ln ΔC + 4κ <= epsilon − ln(1 − delta)``, where ``t = min(s, M)``,
+    ``ΔC = h(t)/h(0)``, ``h(a) = 1 + γ − γ^(a+1) − γ^(M−a+1)`` and ``M + 1`` is the
+    number of grid points: the discrete form of Holohan et al.'s condition with the
+    normalization term ``ΔC(b)``. For the ideal weights it is the exact worst case:
+    an input at an end of the domain against the one ``t`` steps inside, at the
+    output at that end (``ln h`` is concave and symmetric). The condition is
+    evaluated in 120-digit arithmetic. Every output is then at most
+    ``exp(epsilon)/(1 − delta)`` times likelier under one input than under a
+    neighbouring one: ``epsilon``-DP for ``delta = 0``, and ``(epsilon, delta)``-DP
+    otherwise (Holohan et al.'s argument: the excess over ``e^ε`` on any event is at
+    most ``delta`` times its probability). On grids of 2^20 steps per sensitivity the
+    scale agrees with the paper's continuous fixed point to about one part in 10^6.
 
     **Accuracy.** See :func:`bounded_laplace_accuracy`.
 
