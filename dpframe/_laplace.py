@@ -793,7 +793,7 @@ def bounded_laplace(
     ----------
     N. Holohan, S. Antonatos, S. Braghin, P. Mac Aonghusa, "The Bounded Laplace
     Mechanism in Differential Privacy", Journal of Privacy and Confidentiality 10(1),
-    2020 (arXiv:1808.10410). Seed ``004_2d340d4f6924174c.txt`` (truncation vs.
+    2019 (arXiv:1808.10410). Seed ``004_2d340d4f6924174c.txt`` (truncation vs.
     bounding); seed ``002_265e5b6700395d7e.txt`` section 2.4 (rejection on a grid).
     I. Mironov, CCS 2012 (why the noise lives on a grid).
 

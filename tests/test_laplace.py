@@ -80,25 +80,24 @@ def numpy_laplace_noise(u: float, scale: float) -> float:
 def naive_laplace_outputs(x: float, scale: float, window: tuple[float, float]) -> set[float]:
     """Every output of the textbook float Laplace ``x + rng.laplace(scale=scale)`` in ``window``.
 
-    numpy draws ``U = k·2^-53`` (k an integer) and maps it to the noise above, a
-    monotone function of k on each half. Only the k whose noise can land in
-    ``window − x`` matter: they lie within a few units of the preimage of the window's
-    ends, so enumerating them lists the reachable outputs exhaustively.
+    numpy draws ``U = k·2^-53`` (k an integer) and maps it to the noise above, an
+    increasing function of k. Only the k whose noise lands in ``window − x`` matter:
+    they lie between the preimages of the window's ends, widened by 8 to cover the
+    rounding of exp, log and the sum, so enumerating them lists the reachable outputs
+    exhaustively. ``window − x`` must not contain 0.
     """
     w0, w1 = window
-    outputs: set[float] = set()
-    for y0, y1 in ((w0 - x, w1 - x),):
-        if y0 >= 0:  # positive noise: 2 − 2U = exp(−y/scale), U >= 1/2
-            k_first = math.floor(2**53 * (1 - math.exp(-y0 / scale) / 2)) - 8
-            k_last = math.ceil(2**53 * (1 - math.exp(-y1 / scale) / 2)) + 8
-        else:  # negative noise: 2U = exp(y/scale), U < 1/2
-            k_first = math.floor(2**52 * math.exp(y0 / scale)) - 8
-            k_last = math.ceil(2**52 * math.exp(y1 / scale)) + 8
-        for k in range(k_first, k_last + 1):
-            out = x + numpy_laplace_noise(k * 2.0**-53, scale)
-            if w0 <= out <= w1:
-                outputs.add(out)
-    return outputs
+    y0, y1 = w0 - x, w1 - x
+    if y0 > 0:  # positive noise: 2 − 2U = exp(−y/scale), U >= 1/2
+        k_first = math.floor(2**53 * (1 - math.exp(-y0 / scale) / 2)) - 8
+        k_last = math.ceil(2**53 * (1 - math.exp(-y1 / scale) / 2)) + 8
+    elif y1 < 0:  # negative noise: 2U = exp(y/scale), U < 1/2
+        k_first = math.floor(2**52 * math.exp(y0 / scale)) - 8
+        k_last = math.ceil(2**52 * math.exp(y1 / scale)) + 8
+    else:
+        raise ValueError("the window must not contain x")
+    outputs = {x + numpy_laplace_noise(k * 2.0**-53, scale) for k in range(k_first, k_last + 1)}
+    return {out for out in outputs if w0 <= out <= w1}
 
 
 def test_naive_helper_reproduces_numpy_laplace() -> None:
@@ -154,9 +153,7 @@ def test_snapping_outputs_are_on_the_grid_and_in_bounds(
     epsilon: float, sensitivity: float, bounds: tuple[float, float], x: float
 ) -> None:
     lo, hi = bounds
-    _, grid = _laplace.snapping_scale(
-        Fraction(epsilon), Fraction(sensitivity), (float(lo), float(hi))
-    )
+    _, grid = _laplace.snapping_scale(_exact(epsilon), _exact(sensitivity), (float(lo), float(hi)))
     out = laplace(np.full(100_000, x), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds)
     assert out.dtype == np.float64
     assert np.all((out >= lo) & (out <= hi))
@@ -179,31 +176,50 @@ def test_snapping_matches_the_exact_snapped_pmf(
 
 
 def test_snapping_goodness_of_fit_rejects_25_percent_less_noise() -> None:
-    """Validity twin: the same test rejects noise drawn for epsilon / 0.75."""
+    """Validity twin: the same test rejects noise drawn for epsilon / 0.75 (same grid Λ = 1)."""
     bounds = (-20.0, 20.0)
-    scale, grid = _laplace.snapping_scale(Fraction(1), Fraction(1), bounds)
-    out = laplace(np.full(N_GOF, 3.3), epsilon=1 / 0.75, sensitivity=1.0, bounds=bounds)
+    scale, grid = _laplace.snapping_scale(Fraction(1), _exact(0.9), bounds)
+    weak_grid = _laplace.snapping_scale(_exact(1 / 0.75), _exact(0.9), bounds)[1]
+    assert weak_grid == grid
+    out = laplace(np.full(N_GOF, 3.3), epsilon=1 / 0.75, sensitivity=0.9, bounds=bounds)
     support, pmf = snapped_support_and_pmf(3.3, scale, grid, bounds)
-    index = np.searchsorted(support, out)  # the weak grid is finer: map to cells by position
-    assert chi_square_pvalue(index, np.arange(support.size), pmf) < FALSE_ALARM
+    assert chi_square_pvalue(to_index(out, support), np.arange(support.size), pmf) < FALSE_ALARM
 
 
 # ---------------------------------------------------------------- snapping: neighbour audit
 
 
+# Sensitivity 0.9 keeps the grid of the weakened twin (epsilon / 0.75) equal to the real one.
+AUDIT_SENSITIVITY = 0.9
+
+
 def _snapping_release(
     epsilon: float, bounds: tuple[float, float], support: NDArray[np.float64]
 ) -> Callable[[int, int], NDArray[np.int64]]:
+    """Grid indices of outputs for the true value ``value * 0.9`` (neighbours: value ± 1)."""
+
     def draw(value: int, n: int) -> NDArray[np.int64]:
-        out = laplace(np.full(n, float(value)), epsilon=epsilon, sensitivity=1.0, bounds=bounds)
-        return np.searchsorted(support, out).astype(np.int64)
+        x = np.full(n, value * AUDIT_SENSITIVITY)
+        out = laplace(x, epsilon=epsilon, sensitivity=AUDIT_SENSITIVITY, bounds=bounds)
+        return to_index(out, support)
 
     return draw
 
 
+def _snapping_pmf(
+    epsilon: float, bounds: tuple[float, float]
+) -> tuple[NDArray[np.float64], Callable[[int], NDArray[np.float64]]]:
+    scale, grid = _laplace.snapping_scale(_exact(epsilon), _exact(AUDIT_SENSITIVITY), bounds)
+
+    def pmf(value: int) -> NDArray[np.float64]:
+        return snapped_support_and_pmf(value * AUDIT_SENSITIVITY, scale, grid, bounds)[1]
+
+    return snapped_support_and_pmf(0.0, scale, grid, bounds)[0], pmf
+
+
 SNAP_AUDITS = [
     pytest.param(1.0, (0.0, 30.0), 10, 11, id="interior"),
-    pytest.param(1.0, (0.0, 30.0), 29, 30, id="end"),
+    pytest.param(1.0, (0.0, 27.0), 29, 30, id="end"),  # 29 * 0.9 = 26.1, 30 * 0.9 = 27
     pytest.param(0.5, (-10.0, 10.0), 0, 1, id="epsilon-0.5"),
 ]
 
@@ -212,12 +228,7 @@ SNAP_AUDITS = [
 def test_snapping_neighbour_audit(
     epsilon: float, bounds: tuple[float, float], value: int, neighbour: int
 ) -> None:
-    scale, grid = _laplace.snapping_scale(_exact(epsilon), Fraction(1), bounds)
-    support = snapped_support_and_pmf(0.0, scale, grid, bounds)[0]
-
-    def pmf(v: int) -> NDArray[np.float64]:
-        return snapped_support_and_pmf(float(v), scale, grid, bounds)[1]
-
+    support, pmf = _snapping_pmf(epsilon, bounds)
     release = _snapping_release(epsilon, bounds, support)
     worst, tolerance = audit(release, value, neighbour, pmf, epsilon)
     assert worst < tolerance
@@ -228,14 +239,9 @@ def test_snapping_neighbour_audit_catches_25_percent_less_noise(
     epsilon: float, bounds: tuple[float, float], value: int, neighbour: int
 ) -> None:
     """Validity twin: noise for epsilon / 0.75 must fail the audit at the true epsilon."""
-    scale, grid = _laplace.snapping_scale(_exact(epsilon), Fraction(1), bounds)
-    weak_scale, weak_grid = _laplace.snapping_scale(_exact(epsilon / 0.75), Fraction(1), bounds)
-    weak_support = snapped_support_and_pmf(0.0, weak_scale, weak_grid, bounds)[0]
-
-    def pmf(v: int) -> NDArray[np.float64]:
-        return snapped_support_and_pmf(float(v), scale, grid, bounds)[1]
-
-    release = _snapping_release(epsilon / 0.75, bounds, weak_support)
+    support, pmf = _snapping_pmf(epsilon, bounds)
+    assert np.array_equal(support, _snapping_pmf(epsilon / 0.75, bounds)[0])  # same grid
+    release = _snapping_release(epsilon / 0.75, bounds, support)
     worst, tolerance = audit(release, value, neighbour, pmf, epsilon)
     assert worst > tolerance
 
@@ -481,6 +487,7 @@ BOUNDED_CASES = [
     pytest.param(0.5, 0.0, 1.0, (0.0, 2.0), "uniform", id="uniform"),
     pytest.param(2.0, 1e-3, 1.0, (-1.0, 1.0), "geometric", id="delta-geometric"),
     pytest.param(0.3, 1e-3, 1.0, (-1.25, 1.25), "uniform", id="delta-uniform"),
+    pytest.param(2.0, 0.0, 1.0, (0.0, 1.2), "geometric", id="sensitivity-above-half-width"),
 ]
 
 
@@ -603,7 +610,7 @@ def test_bounded_matches_the_exact_conditional_distribution(
 
 
 def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
-    """Validity twin: samples with b·0.75 fail against the plan's distribution."""
+    """Validity twin: samples drawn for epsilon / 0.75 fail against the plan's distribution."""
     epsilon, sensitivity, bounds = 2.0, 1.0, (0.0, 2.0)
     plan = _plan(epsilon, 0.0, sensitivity, bounds)
     weak = _plan(epsilon / 0.75, 0.0, sensitivity, bounds)

@@ -1,0 +1,249 @@
+"""Misuse: awkward data, budget evasion through pandas operations, randomness hygiene."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import hypothesis.strategies as st
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import dpframe
+import dpframe.mechanisms as dpm
+from dpframe import _random
+from dpframe.datasets import census
+from dpframe.errors import (
+    BudgetExceededError,
+    DomainError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    LedgerConflictError,
+)
+
+# ---------------------------------------------------------------- awkward data
+
+
+def test_empty_frame_releases_noise_around_zero() -> None:
+    empty = census(0)
+    assert len(empty) == 0
+    table = empty.dp.crosstab("Occupation", "Sex", epsilon=1.0)
+    assert table.shape == (5, 2)
+    assert isinstance(empty.dp.count(epsilon=1.0), int)
+    total = empty.dp.sum("Earnings", epsilon=1.0, bounds=(0, 10))
+    assert abs(total) < 10 * 60  # noise only: |noise| < 60 sensitivities w.p. 1 - 1e-26
+
+
+def test_one_row_frame() -> None:
+    one = census(1, seed=3)
+    assert one.dp.count(epsilon=1.0, by="Sex").shape == (2,)
+    assert isinstance(one.dp.sum("Age", epsilon=1.0, bounds=(0, 120)), float)
+
+
+def test_nullable_integer_and_float_columns_sum_with_missing_values_skipped() -> None:
+    frame = pd.DataFrame(
+        {
+            "i": pd.array([1, None, 3], dtype="Int64"),
+            "f": pd.array([1.5, None, 2.5], dtype="Float64"),
+        }
+    )
+    assert abs(frame.dp.sum("i", epsilon=1e9, bounds=(0, 10)) - 4) < 1e-3
+    assert abs(frame.dp.sum("f", epsilon=1e9, bounds=(0, 10)) - 4) < 1e-3
+
+
+def test_pyarrow_backed_columns() -> None:
+    frame = pd.DataFrame(
+        {
+            "k": pd.array(["a", "b", None, "a"], dtype="string[pyarrow]"),
+            "x": pd.array([1.0, 2.0, 3.0, None], dtype="double[pyarrow]"),
+            "n": pd.array([1, 2, 3, 4], dtype="int64[pyarrow]"),
+        }
+    )
+    counts = frame.dp.count(epsilon=1e9 / 1e7, by="k", domain={"k": ["a", "b"]})
+    assert list(counts.index) == ["a", "b"]
+    assert (
+        abs(
+            frame.dp.sum("x", epsilon=1e9, bounds=(0, 5), by="k", domain={"k": ["a", "b"]})["a"] - 1
+        )
+        < 1e-3
+    )
+    assert abs(frame.dp.sum("n", epsilon=1e9, bounds=(0, 5)) - 10) < 1e-3
+
+
+def test_pandas_string_dtype_and_object_columns_need_a_domain() -> None:
+    frame = pd.DataFrame({"k": pd.Series(["x", "y"], dtype="str"), "o": ["x", object()]})
+    with pytest.raises(DomainError, match="domain="):
+        frame.dp.count(epsilon=1.0, by="k")
+    assert list(frame.dp.count(epsilon=1.0, by="k", domain={"k": ["x", "y", "z"]}).index) == [
+        "x",
+        "y",
+        "z",
+    ]
+
+
+def test_nan_keys_and_keys_outside_the_domain_are_left_out() -> None:
+    frame = pd.DataFrame(
+        {"k": pd.Categorical(["a", None, "b", "a"], categories=["a", "b"]), "x": [1.0] * 4}
+    )
+    assert frame.dp.count(epsilon=1e9 / 1e7, by="k").tolist() == [2, 1]
+    sums = frame.dp.sum("x", epsilon=1e9, bounds=(0, 1), by="k")
+    assert abs(sums["a"] - 2) < 1e-3
+
+
+def test_bool_columns_have_an_implicit_domain() -> None:
+    frame = pd.DataFrame({"flag": [True, True, False]})
+    counts = frame.dp.count(epsilon=1e9 / 1e7, by="flag")
+    assert counts.index.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "1", None, True, 0])
+def test_a_bad_budget_is_refused(bad: Any) -> None:
+    frame = census(10)
+    with pytest.raises((InvalidParameterError, InvalidParameterTypeError)):
+        frame.dp.set_budget(epsilon=bad)
+    assert frame.dp.ledger.total.epsilon == float("inf")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    keys=st.lists(st.sampled_from(["a", "b", "c", None, "zz"]), min_size=0, max_size=40),
+    values=st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True, width=64),
+            st.integers(-(10**6), 10**6).map(float),
+        ),
+        min_size=40,
+        max_size=40,
+    ),
+    as_category=st.booleans(),
+)
+def test_generated_frames_either_work_or_are_refused_clearly(
+    keys: list[str | None], values: list[float], as_category: bool
+) -> None:
+    frame = pd.DataFrame({"k": keys, "x": values[: len(keys)]})
+    if as_category:  # keys outside the categories become missing, as pandas 4 will require
+        inside = frame["k"].where(frame["k"].isin(["a", "b", "c"]))
+        frame["k"] = inside.astype(pd.CategoricalDtype(["a", "b", "c"]))
+    domain = None if as_category else {"k": ["a", "b", "c"]}
+    frame.dp.set_budget(epsilon=10.0)
+    counts = frame.dp.count(epsilon=1.0, by="k", domain=domain)
+    assert list(counts.index) == ["a", "b", "c"]
+    sums = frame.dp.sum("x", epsilon=1.0, bounds=(-5.0, 5.0), by="k", domain=domain)
+    assert np.isfinite(sums.to_numpy()).all()  # NaN never reaches the output, inf is clamped
+    table = frame.dp.crosstab("k", "k", epsilon=1.0, domain=domain)
+    assert table.shape == (3, 3)
+    assert frame.dp.ledger.spent.epsilon == 3
+
+
+# ---------------------------------------------------------------- budget evasion
+
+
+DERIVATIONS: list[tuple[str, Callable[[pd.DataFrame], pd.DataFrame]]] = [
+    ("copy", lambda d: d.copy()),
+    ("boolean filter", lambda d: d[d["Age"] > 30]),
+    ("column selection", lambda d: d[["Occupation", "Sex"]]),
+    ("assign", lambda d: d.assign(old=d["Age"] > 60)),
+    ("head", lambda d: d.head(50)),
+    ("sample", lambda d: d.sample(frac=0.5)),
+    ("sort_values", lambda d: d.sort_values("Age")),
+    ("set_index", lambda d: d.set_index("Age")),
+    ("reset_index", lambda d: d.reset_index()),
+    ("concat with itself", lambda d: pd.concat([d, d.head(3)])),
+    ("merge with itself", lambda d: d.merge(d[["Age"]].drop_duplicates(), on="Age")),
+    ("deepcopy", lambda d: copy.deepcopy(d)),
+    ("pickle", lambda d: pickle.loads(pickle.dumps(d))),
+]
+
+
+@pytest.mark.parametrize(("name", "derive"), DERIVATIONS, ids=[n for n, _ in DERIVATIONS])
+def test_no_common_operation_forks_or_resets_the_budget(
+    name: str, derive: Callable[[pd.DataFrame], pd.DataFrame]
+) -> None:
+    frame = census(300, seed=4)
+    frame.dp.set_budget(epsilon=1.0)
+    frame.dp.count(epsilon=0.5)
+    derived = derive(frame)
+    assert derived.dp.ledger.spent.epsilon == pytest.approx(0.5)
+    derived.dp.count(epsilon=0.4)
+    with pytest.raises(BudgetExceededError):
+        frame.dp.count(epsilon=0.2)  # only 0.1 remains, for both
+    assert frame.dp.ledger.remaining.epsilon == pytest.approx(0.1)
+
+
+def test_parquet_and_pickle_files_keep_the_spent_budget(tmp_path: Path) -> None:
+    frame = census(100, seed=5)
+    frame.dp.set_budget(epsilon=1.0)
+    frame.dp.count(epsilon=0.75)
+    frame.to_parquet(tmp_path / "data.parquet")
+    frame.to_pickle(tmp_path / "data.pkl")
+    frame.to_csv(io.StringIO())  # still works
+    for loaded in (
+        pd.read_parquet(tmp_path / "data.parquet"),
+        pd.read_pickle(tmp_path / "data.pkl"),
+    ):
+        assert loaded.dp.ledger.remaining.epsilon == pytest.approx(0.25)
+        with pytest.raises(BudgetExceededError):
+            loaded.dp.count(epsilon=0.5)
+
+
+def test_combining_frames_with_different_budgets_is_refused() -> None:
+    first, second = census(50, seed=6), census(50, seed=7)
+    first.dp.set_budget(epsilon=1.0)
+    second.dp.set_budget(epsilon=1.0)
+    with pytest.raises(LedgerConflictError):
+        pd.concat([first, second])
+    with pytest.raises(LedgerConflictError):
+        first.merge(second, on="Age")
+
+
+# ---------------------------------------------------------------- randomness hygiene
+
+
+def _forbid_numpy_generators(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every way to reach a numpy generator fail: default paths must not need one.
+
+    Covers new generators (default_rng and every bit generator class), the legacy global
+    functions, and dpframe's own wrapper of a caller's generator.
+    """
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a default (private) path used a numpy random generator")
+
+    names = ["default_rng", "PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64", "RandomState"]
+    names += ["random", "rand", "randint", "uniform", "laplace", "geometric", "choice", "bytes"]
+    for name in names:
+        monkeypatch.setattr(np.random, name, refuse)
+    monkeypatch.setattr(_random.GeneratorBitSource, "words", refuse)
+
+
+def test_default_paths_use_only_the_cryptographic_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = census(200, seed=8)  # synthetic data may use numpy; the releases may not
+    _forbid_numpy_generators(monkeypatch)
+    frame.dp.count(epsilon=1.0, by="Sex")
+    frame.dp.crosstab("Occupation", "Sex", epsilon=1.0, margins=True)
+    frame.dp.sum("Earnings", epsilon=1.0, bounds=(0, 10**6), by="Sex")
+    frame.dp.threshold_decision(min_count=100, epsilon=1.0)
+    dpm.geometric([1, 2, 3], epsilon=1.0)
+    dpm.geometric([1, 2, 3], epsilon=1.0, bounds=(0, 5), constant_time=True)
+    dpm.threshold_decision(10, min_count=5, epsilon=1.0)
+
+
+def test_the_hygiene_check_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validity twin: a path that does use numpy's generator is caught."""
+    _forbid_numpy_generators(monkeypatch)
+    with pytest.raises(AssertionError, match="numpy random generator"):
+        dpm.geometric([1, 2, 3], epsilon=1.0, rng=1)
+
+
+def test_a_callers_rng_is_recorded_as_not_private_everywhere() -> None:
+    frame = census(200, seed=9)
+    result = frame.dp.crosstab("Occupation", "Sex", epsilon=1.0, rng=1)
+    assert dpframe.release_info(result)["private"] is False
+    frame.dp.threshold_decision(min_count=10, epsilon=1.0, rng=2)
+    assert frame.dp.ledger.history["private"].tolist() == [False, False]
