@@ -613,16 +613,21 @@ class DPAccessor:
 
 
 def _charge(ledger: _ledger.Ledger, parts: Sequence[_results.Release]) -> None:
-    for part in parts:
-        ledger.charge(
-            method=part.method,
-            columns=[str(c) for c in part.columns],
-            mechanism=part.mechanism,
-            epsilon=part.epsilon,
-            delta=part.delta,
-            noise_scale=part.noise_scale,
-            private=part.private,
-        )
+    """Charge every part of a release at once (all or none)."""
+    ledger.charge_many(
+        [
+            {
+                "method": part.method,
+                "columns": [str(c) for c in part.columns],
+                "mechanism": part.mechanism,
+                "epsilon": part.epsilon,
+                "delta": part.delta,
+                "noise_scale": part.noise_scale,
+                "private": part.private,
+            }
+            for part in parts
+        ]
+    )
 
 
 class _PartlySpentError(InvalidParameterError):

@@ -68,6 +68,8 @@ _MAX_INDEX_BITS = 52
 _MAX_SCALE_OVER_GRID = Fraction(2) ** 800
 # Coins of the uniform-proposal sampler: relative precision 2**-64.
 _COIN_BITS = 64
+# Geometric proposal: weights beyond 2**-100 of the normalization are handled as a lump.
+_FAR_LOG = 100
 # The scale search aims this far (relative) below the budget before the exact check.
 _SEARCH_MARGIN = Fraction(1, 2**24)
 
@@ -426,8 +428,9 @@ class _BoundedPlan:
 
     Outputs are ``(first + j)·grid`` for integer ``j`` in ``[0, steps]``; an input at
     grid index ``v`` outputs ``j`` with probability proportional to ``w(|j − v|)``,
-    where ``w`` is the realized weight of the sampler, within a factor
-    ``exp(±kappa)`` of ``exp(−unit·|n|)``.
+    where ``w`` is the realized weight of the sampler: within a factor ``exp(±kappa)``
+    of ``c·exp(−unit·|n|)`` for ``|n| <= near``, with total realized and ideal mass
+    beyond ``near`` below ``far`` times the smallest normalization.
     """
 
     grid: float  # g, a power of two
@@ -438,7 +441,9 @@ class _BoundedPlan:
     sampler: Sampler
     geometric: _geometric.GeometricPlan | None
     coins: tuple[Coin, ...]  # uniform sampler: coin i lands with probability ~ exp(-unit 2**i)
-    kappa: Decimal  # bound on |ln realized weight − ln ideal weight| (times a constant)
+    kappa: Decimal  # bound on |ln realized weight − ln ideal weight| for |n| <= near
+    far: Decimal  # mass beyond `near`, relative to the smallest normalization
+    margin: Decimal  # privacy loss added to the ideal one by the realized coins
 
     @property
     def scale(self) -> float:
@@ -469,18 +474,29 @@ def _ln_ratio(realized: Fraction, ideal: Decimal) -> Decimal:
     return abs((to_decimal(realized) / ideal).ln())
 
 
-def _geometric_kappa(plan: _geometric.GeometricPlan, unit: Fraction, steps: int) -> Decimal:
-    """Largest ``|ln p(n) − ln(z·γ^|n|)|`` over ``|n| <= steps`` for the plan's realized PMF.
+def _geometric_margin(
+    plan: _geometric.GeometricPlan, unit: Fraction, reach: int, steps: int
+) -> tuple[Decimal, Decimal, Decimal]:
+    """``(margin, kappa, far)`` for the geometric proposal, from the coins' exact values.
 
-    ``p(0) = z``; ``p(±(1 + c)) = (1 − z)/2 · (1 − w) · w^(c >> K) · Π_i q_i^bit_i (1 −
-    q_i)^(1 − bit_i)`` with the coins' exact probabilities, against the ideal values
-    of the same factors for ``γ = exp(−unit)``.
+    The realized PMF is ``p(0) = z`` and ``p(±(1 + c)) = (1 − z)/2 · (1 − w) ·
+    w^(c >> K) · Π_i q_i^bit_i (1 − q_i)^(1 − bit_i)`` for ``c < M``; the ideal one has
+    the same form with the values for ``γ = exp(−unit)``, i.e. ``z·γ^|n|``. Each
+    factor's realized-to-ideal log ratio is bounded exactly, so
+
+    * two noise values ``t`` apart have a ratio within ``pair`` of the ideal ``γ^±t``
+      (the block counts differ by at most ``t >> K`` + 1, however large the values);
+    * for ``|n| <= near`` each weight is within ``kappa`` of the ideal;
+    * beyond ``near``, the realized mass (``_geometric.magnitude_tail``) and the ideal
+      mass are below ``far`` times the smallest normalization ``(1 − γ^(M+1))/(1 + γ)``.
+
+    The normalizations of two inputs then differ from the ideal ratio by at most
+    ``2·kappa + ln((1 + far)/(1 − far))``; ``margin`` adds ``pair`` at ``t = min(s, M)``.
     """
     n_head = len(plan.head)
+    w = plan.overflow.probability
     with precise():
         gamma = exp_decimal(-unit)
-        z_ideal = _one_minus_exp_neg(unit) / (1 + gamma)
-        side_ideal = gamma / (1 + gamma)
         digits = Decimal(0)
         for i, coin in enumerate(plan.head):
             beta = exp_decimal(-unit * (1 << i))
@@ -488,15 +504,24 @@ def _geometric_kappa(plan: _geometric.GeometricPlan, unit: Fraction, steps: int)
                 _ln_ratio(coin.probability, beta / (1 + beta)),
                 _ln_ratio(1 - coin.probability, 1 / (1 + beta)),
             )
-        w = plan.overflow.probability
-        blocks = (steps - 1) >> n_head
-        positive = (
-            _ln_ratio((1 - plan.zero.probability) / 2, side_ideal)
-            + _ln_ratio(1 - w, _one_minus_exp_neg(unit * (1 << n_head)))
-            + blocks * _ln_ratio(w, exp_decimal(-unit * (1 << n_head)))
-            + digits
-        )
-        return max(_ln_ratio(plan.zero.probability, z_ideal), positive)
+        zero = _ln_ratio(plan.zero.probability, _one_minus_exp_neg(unit) / (1 + gamma))
+        side = _ln_ratio((1 - plan.zero.probability) / 2, gamma / (1 + gamma))
+        not_over = _ln_ratio(1 - w, _one_minus_exp_neg(unit * (1 << n_head)))
+        per_block = _ln_ratio(w, exp_decimal(-unit * (1 << n_head)))
+        t = min(reach, steps)
+        pair = zero + side + not_over + 2 * digits + ((t >> n_head) + 1) * per_block
+        smallest = _one_minus_exp_neg(unit * (steps + 1)) / (1 + gamma)
+        # Beyond `near` the ideal mass 2γ^(near+1)/(1+γ) is below 2**-100 of `smallest`.
+        cut = (_FAR_LOG * Decimal(2).ln() + (4 / smallest).ln()) / to_decimal(unit)
+        near = min(steps, int(cut) + 1)
+        kappa = max(zero, side + not_over + digits + ((near - 1) >> n_head) * per_block)
+        far = Decimal(0)
+        if near < steps:
+            ideal_far = 2 * exp_decimal(-unit * (near + 1)) / (1 + gamma)
+            realized_far = to_decimal(_geometric.magnitude_tail(plan, near))
+            far = max(ideal_far, realized_far) / (smallest - ideal_far)
+        margin = pair + 2 * kappa + ((1 + far) / (1 - far)).ln()
+        return margin, kappa, far
 
 
 def _uniform_coins(unit: Fraction, steps: int) -> tuple[tuple[Coin, ...], Decimal]:
@@ -588,19 +613,21 @@ def _bounded_plan(
             # Noise wider than the domain: propose uniformly, accept with exp(−u|j − v|).
             sampler: Sampler = "uniform"
             coins, kappa = _uniform_coins(unit, steps)
-            plan = None
+            plan, far = None, Decimal(0)
+            # Weights within exp(±κ) of γ^|n|: 2κ on the ratio of two, 2κ on the sums.
+            margin = 4 * kappa
         else:
             # Noise narrower than the domain: propose v + N with N two-sided geometric.
             sampler, coins = "geometric", ()
             # The engine aims at unit·(1 − slack): pass the unit that lands on ours.
             engine_unit = unit / (1 - _geometric._SLACK)
             plan = _geometric.geometric_plan(engine_unit, steps + 1, False)
-            kappa = _geometric_kappa(plan, unit, steps)
+            margin, kappa, far = _geometric_margin(plan, unit, reach, steps)
         with precise():
-            loss = _loss_without_kappa(unit, reach, steps) + 4 * kappa
+            loss = _loss_without_kappa(unit, reach, steps) + margin
             if loss <= budget - Decimal(10) ** -60:
                 break
-            target = budget - 8 * kappa - budget * to_decimal(_SEARCH_MARGIN)
+            target = budget - 2 * margin - budget * to_decimal(_SEARCH_MARGIN)
     else:
         raise DPFrameError("internal error: no verified bounded Laplace plan; please report")
     return _BoundedPlan(
@@ -613,6 +640,8 @@ def _bounded_plan(
         geometric=plan,
         coins=coins,
         kappa=kappa,
+        far=far,
+        margin=margin,
     )
 
 
@@ -768,13 +797,14 @@ def bounded_laplace(
     by exact rejection: propose ``v + N`` with ``N`` from dpframe's exact geometric
     engine (when the noise is narrower than the domain) or ``j`` uniform (when it is
     wider) and accept with probability ``w``, an exact product of dyadic coins. No
-    floating-point value decides anything; the weights ``w(n)`` are those of
-    ``γ^|n|``, ``γ = exp(−g/b)``, to within a factor ``exp(±κ)`` that dpframe bounds
-    from the coins' exact probabilities (``κ`` is below ``2^-40`` in practice).
+    floating-point value decides anything. The weights ``w(n)`` are those of
+    ``γ^|n|``, ``γ = exp(−g/b)``, up to the dyadic rounding of the coins, whose
+    effect on the privacy loss dpframe bounds from the coins' exact probabilities by
+    a margin ``μ`` (below ``2^-30`` in practice; see ``_geometric_margin``).
 
     **Privacy.** Neighbours (one row added or removed) change each entry by at most
     ``sensitivity``. The scale ``b`` is the smallest (found by bisection) with
-    ``t·g/b + ln ΔC + 4κ <= epsilon − ln(1 − delta)``, where ``t = min(s, M)``,
+    ``t·g/b + ln ΔC + μ <= epsilon − ln(1 − delta)``, where ``t = min(s, M)``,
     ``ΔC = h(t)/h(0)``, ``h(a) = 1 + γ − γ^(a+1) − γ^(M−a+1)`` and ``M + 1`` is the
     number of grid points: the discrete form of Holohan et al.'s condition with the
     normalization term ``ΔC(b)``. For the ideal weights it is the exact worst case:
@@ -868,9 +898,9 @@ def bounded_laplace_accuracy(
     -----
     The exceedance probability of the conditional (renormalized) Laplace is computed
     in closed form for the two inputs where it is largest, an end of the domain and
-    its middle, and ``alpha`` is reduced by the factor ``exp(2κ)`` that separates the
-    realized weights from the ideal ones. For a domain much wider than ``b`` this is
-    close to the Laplace closed form ``b·ln(1/alpha)``.
+    its middle, and ``alpha`` is reduced by the factor ``exp(2κ)`` (and the far mass)
+    that separates the realized weights from the ideal ones. For a domain much wider
+    than ``b`` this is close to the Laplace closed form ``b·ln(1/alpha)``.
 
     Examples
     --------
@@ -885,7 +915,9 @@ def bounded_laplace_accuracy(
     lo, hi = _validation.real_bounds(bounds)
     level = _validation.probability(alpha, "alpha")
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
-    allowed = level * math.exp(-2 * float(plan.kappa)) * (1 - 1e-9)
+    # Realized tail <= e^(2κ)·ideal/(1 − far) + e^κ·far (see _geometric_margin).
+    far = float(plan.far)
+    allowed = (level - 2 * far) * (1 - far) * math.exp(-2 * float(plan.kappa)) * (1 - 1e-9)
     low, high = -1, plan.steps  # tail(high) = 0 <= allowed; tail(low) = 1 > allowed
     while high - low > 1:
         middle = (low + high) // 2

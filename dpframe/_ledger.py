@@ -614,21 +614,45 @@ class Ledger:
         InvalidParameterError, InvalidParameterTypeError
             For a bad cost (see :meth:`check`) or metadata of the wrong type.
         """
-        cost_epsilon = _cost(epsilon, "epsilon")
-        cost_delta = _cost(delta, "delta")
-        release = _Release(
-            time=_now(),
-            method=_text(method, "method"),
-            columns=_columns_text(columns),
-            mechanism=_text(mechanism, "mechanism"),
-            epsilon=cost_epsilon,
-            delta=cost_delta,
-            noise_scale=_noise_scale(noise_scale),
-            private=_flag(private, "private"),
+        self.charge_many(
+            [
+                {
+                    "method": method,
+                    "columns": columns,
+                    "mechanism": mechanism,
+                    "epsilon": epsilon,
+                    "delta": delta,
+                    "noise_scale": noise_scale,
+                    "private": private,
+                }
+            ]
         )
+
+    def charge_many(self, parts: Sequence[Mapping[str, Any]]) -> None:
+        """Record several parts of one release (same keywords as :meth:`charge`), all or none.
+
+        The summed cost is re-checked under the ledger's lock, so a concurrent release
+        cannot leave some parts charged and others refused.
+        """
+        releases = [
+            _Release(
+                time=_now(),
+                method=_text(part["method"], "method"),
+                columns=_columns_text(part["columns"]),
+                mechanism=_text(part["mechanism"], "mechanism"),
+                epsilon=_cost(part["epsilon"], "epsilon"),
+                delta=_cost(part["delta"], "delta"),
+                noise_scale=_noise_scale(part["noise_scale"]),
+                private=_flag(part["private"], "private"),
+            )
+            for part in parts
+        ]
+        total_epsilon = sum((r.epsilon for r in releases), _ZERO)
+        total_delta = sum((r.delta for r in releases), _ZERO)
         with self._lock:
-            self._check_locked(cost_epsilon, cost_delta)
-            self._record(release)
+            self._check_locked(total_epsilon, total_delta)
+            for release in releases:
+                self._record(release)
 
     def _record(self, release: _Release) -> None:
         """Append a release and its cost (caller holds the lock and has checked)."""

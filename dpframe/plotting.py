@@ -338,7 +338,7 @@ def plot_output_distribution(
         heights = np.zeros(outputs.size)
         heights[support - first] = probabilities
         x = outputs + (i - (values.size - 1) / 2) * width
-        axes.bar(x, heights, width=width, label=f"true value {int(v)}", alpha=0.85)
+        bars = axes.bar(x, heights, width=width, label=f"true value {int(v)}", alpha=0.85)
         if observed:
             counts = np.bincount(observed[i] - first, minlength=outputs.size)
             n = max(observed[i].size, 1)
@@ -346,8 +346,10 @@ def plot_output_distribution(
                 x,
                 counts / n,
                 linestyle="none",
-                marker=".",
-                color="black",
+                marker="o",
+                markersize=3,
+                color=bars.patches[0].get_facecolor(),
+                markeredgecolor="black",
                 label=f"observed, true value {int(v)} (n={observed[i].size})",
             )
     unit = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
@@ -638,6 +640,7 @@ def plot_error_vs_epsilon(
         axes.set_yscale("log")
     else:
         axes.set_yscale("symlog", linthresh=1)
+        axes.set_ylim(bottom=0)
     axes.set_xlabel("epsilon")
     axes.set_ylabel(f"|error| at {percent} confidence")
     axes.set_title(f"geometric mechanism, sensitivity {float(sensitivity):g}")

@@ -563,10 +563,16 @@ def test_bounded_scale_matches_the_continuous_fixed_point(
     assert abs(b / expected - 1) < 2e-6
 
 
-def test_kappa_is_negligible() -> None:
+def test_coin_rounding_margin_is_negligible() -> None:
     for case in BOUNDED_CASES:
         epsilon, delta, sensitivity, bounds, _ = case.values
-        assert _plan(epsilon, delta, sensitivity, bounds).kappa < Decimal(2) ** -40
+        plan = _plan(epsilon, delta, sensitivity, bounds)
+        assert plan.margin < Decimal(2) ** -30
+        assert plan.far < Decimal(2) ** -90
+    # A domain 10^12 noise scales wide: the far weights are lumped, the margin stays small.
+    wide = _plan(1.0, 0.0, 1.0, (0.0, 1e12))
+    assert wide.sampler == "geometric"
+    assert wide.margin < Decimal(2) ** -30
 
 
 # ---------------------------------------------------------------- bounded Laplace: distribution

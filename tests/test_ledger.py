@@ -966,3 +966,28 @@ def test_malformed_record_in_attrs_is_refused(record: Any) -> None:
     frame.attrs["dpframe"] = record
     with pytest.raises(InvalidParameterError, match="not a valid dpframe ledger record"):
         ledger_of(frame)
+
+
+def test_charge_many_is_all_or_nothing() -> None:
+    """A multi-part release (auto bounds + sum) that no longer fits records no part."""
+    from dpframe._ledger import Ledger
+
+    ledger = Ledger()
+    ledger.set_budget(1.0)
+    part = {
+        "method": "sum",
+        "columns": ["x"],
+        "mechanism": "geometric",
+        "noise_scale": 1.0,
+        "private": True,
+        "delta": Fraction(0),
+    }
+    ledger.charge(**{**part, "epsilon": Fraction(1, 2)})
+    with pytest.raises(BudgetExceededError):
+        ledger.charge_many(
+            [{**part, "epsilon": Fraction(1, 4)}, {**part, "epsilon": Fraction(1, 3)}]
+        )
+    assert ledger.spent.epsilon == Fraction(1, 2)
+    assert len(ledger.history) == 1
+    ledger.charge_many([{**part, "epsilon": Fraction(1, 4)}, {**part, "epsilon": Fraction(1, 4)}])
+    assert ledger.remaining.epsilon == 0
