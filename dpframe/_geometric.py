@@ -7,8 +7,9 @@ How a noise value is built (every step vectorized over the whole array):
   digit ``i`` is 1 with probability ``q_i = β_i / (1 + β_i)``, ``β_i = γ**(2**i)``
   (write ``γ**g`` as the product of ``β_i`` over the set bits of ``g``). The low ``K``
   digits form the *head*; whether ``G >= 2**K`` is one more coin, the *overflow*.
-* On overflow, depending on the plan: draw the head again and add ``2**K`` (``repeat``:
-  the geometric is memoryless, so this is exact); or stop at the cap (``cap``: bounded
+* On overflow, depending on the plan: add ``2**K`` and toss the overflow coin again
+  (``repeat``: ``floor(G / 2**K)`` is itself geometric, independent of the head digits);
+  or stop at the cap (``cap``: bounded
   mechanisms only need ``min(|N|, reach)``); or, in constant-time mode when the head
   cannot reach the cap, land uniformly in a flat *tail* (``tail``).
 
@@ -44,7 +45,7 @@ __all__: list[str] = []
 
 # The plan aims a relative 2**-20 below the requested ε' in the exponent; the dyadic
 # rounding of each coin must stay well inside that slack.
-_SLACK = Fraction(1, 2**20)
+SLACK = Fraction(1, 2**20)
 # Unbounded plans stop the head where P(G >= 2**K) <= 2**-16, so repeats are rare.
 _REPEAT_LOG2 = 16
 # Elements processed per block: keeps the working arrays inside the CPU cache.
@@ -115,7 +116,7 @@ def _build_plan(
     constant_time: bool,
     extra_bits: int,
 ) -> GeometricPlan:
-    target = unit_epsilon * (1 - _SLACK)
+    target = unit_epsilon * (1 - SLACK)
     eps = float(target)
     gamma = exp_decimal(-target)
     # The verified ratios have a relative slack of about eps * 2**-20; the up to ~64 rounded
@@ -258,7 +259,11 @@ def _block(
 def _repeat(
     plan: GeometricPlan, source: BitSource, value: NDArray[np.int64], over: NDArray[np.bool_]
 ) -> None:
-    """Memoryless continuation: while the overflow coin says G >= 2**K, add 2**K and redraw."""
+    """The high part of G: while the overflow coin lands, add 2**K and toss it again.
+
+    ``G = head + 2**K * Q`` with ``Q = floor(G / 2**K)`` geometric and independent of the
+    K head digits, so the head drawn first is kept and only the coin is tossed again.
+    """
     step = 1 << len(plan.head)
     pending = np.flatnonzero(over)
     while pending.size:
@@ -273,7 +278,6 @@ def _repeat(
             )
         if not pending.size:
             break
-        value[pending] += _head(plan, source, pending.size, False)
         pending = pending[bernoulli(source, plan.overflow, pending.size, False)]
 
 
@@ -360,7 +364,7 @@ def half_width(plan: GeometricPlan, alpha: Fraction) -> int:
     a first guess; a galloping search then brackets the answer and bisection finds it,
     every comparison made on the exact realized tail.
     """
-    gamma = math.exp(-float(plan.unit_epsilon * (1 - _SLACK)))
+    gamma = math.exp(-float(plan.unit_epsilon * (1 - SLACK)))
     guess = math.ceil(math.log(float(alpha) * (1 + gamma) / 2) / math.log(gamma)) - 1
     guess = max(0, guess if plan.cap is None else min(guess, plan.cap + 1))
 

@@ -32,7 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpframe import _geometric, _validation
 from dpframe._coins import Coin, bernoulli, make_coin
 from dpframe._exact import exp_decimal, precise, to_decimal
-from dpframe._random import BitSource, bit_source, uniform_bits
+from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
 
 __all__ = ["bounded_laplace", "bounded_laplace_accuracy", "laplace", "laplace_accuracy"]
@@ -620,7 +620,7 @@ def _bounded_plan(
             # Noise narrower than the domain: propose v + N with N two-sided geometric.
             sampler, coins = "geometric", ()
             # The engine aims at unit·(1 − slack): pass the unit that lands on ours.
-            engine_unit = unit / (1 - _geometric._SLACK)
+            engine_unit = unit / (1 - _geometric.SLACK)
             plan = _geometric.geometric_plan(engine_unit, steps + 1, False)
             margin, kappa, far = _geometric_margin(plan, unit, reach, steps)
         with precise():
@@ -655,39 +655,6 @@ def bounded_laplace_scale(
 # ---------------------------------------------------------------- bounded Laplace: sampling
 
 
-def _geometric_proposal(
-    plan: _geometric.GeometricPlan, n: int, source: BitSource
-) -> NDArray[np.int64]:
-    """``n`` two-sided geometric values with ``|N|`` capped at ``plan.cap + 1``.
-
-    The engine's coins, combined as in ``_geometric._block``, except that the part of
-    ``G`` beyond the ``K`` head digits is counted by the overflow coin alone:
-    ``⌊G/2^K⌋`` is geometric and independent of ``G mod 2^K``, so the head is never
-    drawn twice. Magnitudes at the cap are always rejected by the caller.
-    """
-    cap = plan.cap
-    if cap is None:
-        raise DPFrameError("internal error: bounded Laplace needs a capped plan; please report")
-    is_zero = bernoulli(source, plan.zero, n, False)
-    negative = uniform_bits(source, n)
-    c = np.zeros(n, dtype=np.int64)
-    for i, coin in enumerate(plan.head):
-        c |= bernoulli(source, coin, n, False).astype(np.int64) << np.int64(i)
-    over = bernoulli(source, plan.overflow, n, False)
-    if plan.on_overflow == "cap":
-        c = np.where(over, cap, np.minimum(c, cap))
-    else:
-        step = 1 << len(plan.head)
-        pending = np.flatnonzero(over)
-        while pending.size:  # a loop over rounds, on the overflowed elements only
-            c[pending] += step
-            pending = pending[c[pending] < cap]
-            pending = pending[bernoulli(source, plan.overflow, pending.size, False)]
-        np.minimum(c, cap, out=c)
-    magnitude = np.where(is_zero, 0, c + 1)
-    return np.where(negative, -magnitude, magnitude)
-
-
 def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     """``n`` uniform integers in ``[0, steps]``, by rejection from ``[0, 2^bits)``."""
     shift = np.uint64(64 - steps.bit_length())
@@ -706,7 +673,7 @@ def _propose(
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """One proposal per element and whether it is accepted."""
     if plan.geometric is not None:
-        j = v + _geometric_proposal(plan.geometric, v.size, source)
+        j = v + _geometric.geometric_noise(plan.geometric, v.size, source, False)
         return j, (j >= 0) & (j <= plan.steps)
     j = _uniform_index(source, v.size, plan.steps)
     distance = np.abs(j - v)

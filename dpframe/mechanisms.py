@@ -18,13 +18,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
 from dpframe._decisions import decision_probability, threshold_decision
+from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from dpframe._random import bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 
 __all__ = [
+    "bounded_laplace",
+    "bounded_laplace_accuracy",
     "decision_probability",
     "geometric",
     "geometric_accuracy",
+    "laplace",
+    "laplace_accuracy",
     "threshold_decision",
 ]
 
@@ -105,10 +110,11 @@ def geometric(
     difference of two geometric draws). dpframe draws ``N = 0`` with probability
     ``(1 - α)/(1 + α)``, else ``±(1 + G)`` with a fair sign and ``G`` one-sided
     geometric, built from its binary digits, which are independent coins
-    (``P(digit i = 1) = α^(2^i) / (1 + α^(2^i))``); the memorylessness of ``G``
-    handles values beyond the top digit. With ``bounds``, only ``min(|N|, hi - lo)``
-    matters, so sampling stops there: at most ``hi - lo`` steps, in practice about
-    ``log2(hi - lo)`` coins (seed 002, section 2.3).
+    (``P(digit i = 1) = α^(2^i) / (1 + α^(2^i))``); above the top digit ``K``,
+    ``floor(G / 2^K)`` is itself geometric, drawn by tossing one more coin until it
+    fails. With ``bounds``, only ``min(|N|, hi - lo)`` matters, so sampling stops
+    there: at most ``hi - lo`` steps, in practice about ``log2(hi - lo)`` coins
+    (seed 002, section 2.3).
 
     **What "exact" means here.** No floating-point inverse transform decides any
     output (Mironov 2012; seed 002's footnote). Each coin compares uniformly random

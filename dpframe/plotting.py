@@ -275,8 +275,8 @@ def plot_output_distribution(
     -------
     matplotlib.axes.Axes
         The axes, holding one ``BarContainer`` (label ``"true value v"``) per true value
-        and, with ``samples``, one line of dots (label ``"observed, true value v (n=...)"``)
-        per true value, in the same order.
+        and, with ``samples``, one line of dots (label ``"observed for v (n=...)"``) per
+        true value, in the same order.
 
     Raises
     ------
@@ -334,37 +334,53 @@ def plot_output_distribution(
     axes = _axes(ax)
     outputs = np.arange(first, last + 1, dtype=np.int64)
     width = 0.8 / values.size
+    handles: list[Any] = []
+    top = 0.0
     for i, (v, (support, probabilities)) in enumerate(zip(values, distributions, strict=True)):
         heights = np.zeros(outputs.size)
         heights[support - first] = probabilities
+        top = max(top, float(heights.max()))
         x = outputs + (i - (values.size - 1) / 2) * width
         bars = axes.bar(x, heights, width=width, label=f"true value {int(v)}", alpha=0.85)
+        handles.append(bars)
         if observed:
             counts = np.bincount(observed[i] - first, minlength=outputs.size)
-            n = max(observed[i].size, 1)
-            axes.plot(
+            frequencies = counts / max(observed[i].size, 1)
+            top = max(top, float(frequencies.max()))
+            (dots,) = axes.plot(
                 x,
-                counts / n,
+                frequencies,
                 linestyle="none",
                 marker="o",
                 markersize=3,
                 color=bars.patches[0].get_facecolor(),
                 markeredgecolor="black",
-                label=f"observed, true value {int(v)} (n={observed[i].size})",
+                label=f"observed for {int(v)} (n={observed[i].size})",
             )
+            handles.append(dots)
     unit = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
     title = f"geometric mechanism, ε/sensitivity = {float(unit):g}"
     if bounds is not None:
         lo, hi = _validation.integer_bounds(bounds)
         if resample and hi > lo:
             rejection = float(_geometric.rejection_epsilon(unit, hi - lo))
-            title += f", bounds ({lo}, {hi}), out of range resampled (ε' = {rejection:.4g})"
+            title += f"\nbounds ({lo}, {hi}), out of range resampled (ε' = {rejection:.4g})"
         else:
-            title += f", bounds ({lo}, {hi}), clamped"
+            title += f"\nbounds ({lo}, {hi}), clamped"
     axes.set_title(title)
     axes.set_xlabel("released value")
     axes.set_ylabel("probability")
-    axes.legend()
+    # The legend sits in a band left free above the tallest bar, one column per true value.
+    rows = 2 if observed else 1
+    axes.set_ylim(0, top * (1.12 + 0.1 * rows))
+    axes.legend(
+        handles=handles,
+        ncol=values.size,
+        loc="upper center",
+        fontsize="x-small",
+        columnspacing=1.0,
+        handlelength=1.5,
+    )
     return axes
 
 
@@ -533,7 +549,7 @@ def plot_decision_curves(
     axes.set_ylabel("Pr(decision = True)")
     axes.set_ylim(-0.02, 1.02)
     axes.set_title("threshold decisions: is N >= min_count?")
-    axes.legend()
+    axes.legend(loc="upper left", fontsize="small")  # the curves are near 0 on the left
     return axes
 
 
@@ -541,7 +557,7 @@ def plot_decision_curves(
 
 
 def plot_error_vs_epsilon(
-    epsilons: ArrayLike,
+    epsilons: ArrayLike | Sequence[float | Fraction],
     *,
     sensitivity: float | Fraction = 1,
     alpha: float = 0.05,
@@ -552,7 +568,7 @@ def plot_error_vs_epsilon(
 
     Parameters
     ----------
-    epsilons : array_like of float
+    epsilons : array_like of float (or Fraction)
         The privacy-loss parameters to compare (each > 0); drawn in increasing order.
     sensitivity : float or Fraction, default 1
         As for :func:`dpframe.mechanisms.geometric`.

@@ -50,7 +50,8 @@ def chi_square_pvalue(
     """Chi-square goodness of fit of integer samples against ``pmf`` on ``outputs``.
 
     Outputs with small expected counts are pooled into the two tails (everything below
-    and above the well-populated range, including outputs outside ``outputs``).
+    and above the well-populated range). ``outputs`` must start at or below the smallest
+    possible output; mass beyond its end is pooled into the upper tail.
     """
     x = np.asarray(samples).reshape(-1)
     n = x.size
@@ -60,8 +61,9 @@ def chi_square_pvalue(
     core = outputs[first : last + 1]
     observed_core = np.bincount(x[(x >= core[0]) & (x <= core[-1])] - core[0], minlength=core.size)
     observed = [int((x < core[0]).sum()), *observed_core.tolist(), int((x > core[-1]).sum())]
-    mass_above = float(pmf[last + 1 :].sum())
-    mass_below = max(0.0, 1.0 - float(pmf[first:].sum()))
+    # Mass missing from `pmf` (outputs beyond the listed ones) is counted above.
+    mass_below = float(pmf[:first].sum())
+    mass_above = max(0.0, 1.0 - mass_below - float(pmf[first : last + 1].sum()))
     exp = np.array([mass_below * n, *expected[first : last + 1].tolist(), mass_above * n])
     obs = np.array(observed, dtype=float)
     # Drop empty-expectation tails (possible with bounded outputs) after checking they are empty.

@@ -493,3 +493,43 @@ def test_accuracy_with_bounds_never_exceeds_the_width() -> None:
 def test_accuracy_refuses_bad_alpha(bad: Any) -> None:
     with pytest.raises((InvalidParameterError, InvalidParameterTypeError), match="alpha"):
         dpm.geometric_accuracy(epsilon=1.0, alpha=bad)
+
+
+# ---------------------------------------------------------------- the sampler draws the model
+
+
+def _forced(rule: str) -> tuple[_geometric.GeometricPlan, int | None]:
+    """A plan of each overflow rule whose overflow coin lands often (1/4), to exercise it."""
+    import dataclasses
+
+    quarter = _coins.Coin(1 << 62, 1)
+    if rule == "repeat":
+        plan = _geometric.geometric_plan(Fraction(1, 3), None, False)
+        return dataclasses.replace(plan, head=plan.head[:2], overflow=quarter), None
+    if rule == "cap":
+        plan = _geometric.geometric_plan(Fraction(1, 3), 12, False)
+        return dataclasses.replace(plan, overflow=quarter), 12
+    plan = _geometric.geometric_plan(Fraction(1, 3), 10**6, True)
+    return dataclasses.replace(plan, head=plan.head[:3], overflow=quarter), 10**6
+
+
+@pytest.mark.parametrize(
+    ("rule", "constant_time"),
+    [("repeat", False), ("cap", False), ("cap", True), ("tail", False), ("tail", True)],
+)
+def test_sampler_draws_the_verified_model(rule: str, constant_time: bool) -> None:
+    """|N| must follow the exact tail the privacy check and the error bars are computed from.
+
+    The overflow coin is forced to 1/4 so that the continuation is drawn often; a sampler
+    that drew the high part wrongly (e.g. adding a fresh head per round) fails this.
+    """
+    plan, reach = _forced(rule)
+    magnitude = np.abs(
+        _geometric.geometric_noise(plan, N_GOF, _random.bit_source(None), constant_time)
+    )
+    top = min(int(magnitude.max()) + 2, 200)  # beyond 200: pooled into the upper tail
+    tails = np.array([float(_geometric.magnitude_tail(plan, a)) for a in range(-1, top)])
+    pmf = tails[:-1] - tails[1:]  # P(|N| = a) for a = 0 .. top - 1
+    assert chi_square_pvalue(magnitude, np.arange(top), pmf) > FALSE_ALARM
+    if reach is not None:
+        assert magnitude.max() <= reach

@@ -21,7 +21,7 @@ from scipy import optimize, stats
 from dpframe import _geometric, _laplace, _random
 from dpframe._coins import make_coin
 from dpframe._exact import exp_decimal, precise, simplest_rational
-from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
+from dpframe.mechanisms import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 from tests._stats import FALSE_ALARM, audit, chi_square_pvalue, two_sided_geometric_pmf
 
@@ -630,14 +630,14 @@ def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
 
 
 def test_geometric_continuation_is_exactly_geometric() -> None:
-    """The proposal's memoryless continuation: a plan with a 2-digit head overflows often."""
+    """The engine's continuation past the head, capped: a 2-digit head overflows often."""
     unit = Fraction(1, 2)
     base = _geometric.geometric_plan(unit, 2001, False)
     with precise():
-        target = unit * (1 - _geometric._SLACK)
+        target = unit * (1 - _geometric.SLACK)
         overflow = make_coin(exp_decimal(-target * 4), 40)
     plan = dataclasses.replace(base, head=base.head[:2], overflow=overflow, on_overflow="repeat")
-    noise = _laplace._geometric_proposal(plan, N_GOF, _random.bit_source(None))
+    noise = _geometric.geometric_noise(plan, N_GOF, _random.bit_source(None), False)
     assert np.abs(noise).max() <= 2001
     support = np.arange(-80, 81)
     pmf = two_sided_geometric_pmf(support, float(target))

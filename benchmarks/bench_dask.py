@@ -1,0 +1,219 @@
+"""ddf.dp.crosstab on 100M rows of parquet beside Dask's own groupby, same cluster, one process.
+
+Run: ``python benchmarks/bench_dask.py`` (``--rows``, ``--partition-rows`` to change the
+data set). The first run writes the data set into ``benchmarks/_data/`` (git-ignored),
+one parquet file per partition, from a child process that holds one partition at a
+time; later runs reuse it.
+
+It starts a ``LocalCluster`` of 2 worker processes (1 thread each) and prints:
+
+* the median time of ``ddf.dp.crosstab("a", "b", epsilon=1)`` and of
+  ``ddf.groupby(["a", "b"]).size().compute()`` on the same lazily read frame (target:
+  ratio <= 1.2), and the same for a crosstab of clamped sums beside
+  ``groupby(...)["x"].sum()``;
+* the peak resident memory (RSS) of each worker, from freshly restarted workers, after
+  one call on 10% of the files and after one call on all of them: if memory is bounded
+  by the partition size, the two peaks are about equal however large the data set is;
+  and the client's peak RSS (this process never holds a partition).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import median_seconds  # sets single-threaded BLAS before numpy loads
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask.distributed import Client, LocalCluster
+
+import dpframe
+import dpframe._dask  # registers .dp on Dask DataFrames (done by `import dpframe` with the extra)
+
+ROWS = 100_000_000
+PARTITION_ROWS = 2_000_000
+A_KEYS = [f"r{i:02d}" for i in range(60)]
+B_KEYS = [f"c{i:02d}" for i in range(20)]
+DATA_ROOT = Path(__file__).resolve().parent / "_data"
+
+
+# ---------------------------------------------------------------- the data set
+
+
+def _write_partition(path: Path, index: int, rows: int) -> None:
+    gen = np.random.default_rng([2026, index])
+    frame = pd.DataFrame(
+        {
+            "a": pd.Categorical.from_codes(gen.integers(0, len(A_KEYS), rows), categories=A_KEYS),
+            "b": pd.Categorical.from_codes(gen.integers(0, len(B_KEYS), rows), categories=B_KEYS),
+            "x": gen.exponential(30.0, rows),
+        }
+    )
+    frame.to_parquet(path / f"part-{index:04d}.parquet", index=False)
+
+
+def _generate(path: Path, rows: int, partition_rows: int) -> None:
+    """Write the files one partition at a time (run in a child process)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for old in path.glob("*.parquet"):
+        old.unlink()
+    for index, start in enumerate(range(0, rows, partition_rows)):
+        _write_partition(path, index, min(partition_rows, rows - start))
+    manifest = {"rows": rows, "partition_rows": partition_rows, "columns": ["a", "b", "x"]}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def data_set(rows: int, partition_rows: int) -> Path:
+    path = DATA_ROOT / f"dask_{rows}_{partition_rows}"
+    manifest = path / "manifest.json"
+    expected = {"rows": rows, "partition_rows": partition_rows, "columns": ["a", "b", "x"]}
+    if manifest.exists() and json.loads(manifest.read_text()) == expected:
+        return path
+    print(f"writing {rows:,} rows as parquet files of {partition_rows:,} rows into {path} ...")
+    start = time.perf_counter()
+    child = multiprocessing.get_context("spawn").Process(
+        target=_generate, args=(path, rows, partition_rows)
+    )
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise SystemExit(f"data generation failed (exit code {child.exitcode})")
+    print(f"  done in {time.perf_counter() - start:.0f} s")
+    return path
+
+
+def lazy_frame(files: list[Path]) -> Any:
+    """The files, read lazily, with the declared domains of the grouping columns."""
+    raw = dd.read_parquet([str(f) for f in files])
+    return raw.astype({"a": pd.CategoricalDtype(A_KEYS), "b": pd.CategoricalDtype(B_KEYS)})
+
+
+# ---------------------------------------------------------------- memory
+
+
+def _peak_rss_mib() -> float:
+    # Linux reports ru_maxrss in KiB: the peak of this process since it started.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker_peaks(client: Client, call: Callable[[], object]) -> list[float]:
+    """Peak RSS (MiB) of each worker after ``call()``, from freshly started workers."""
+    client.restart()
+    call()
+    peaks = client.run(_peak_rss_mib)
+    return sorted(float(v) for v in peaks.values())
+
+
+def baseline_peaks(client: Client) -> list[float]:
+    """Peak RSS (MiB) of freshly started workers that computed nothing."""
+    client.restart()
+    peaks = client.run(_peak_rss_mib)
+    return sorted(float(v) for v in peaks.values())
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--partition-rows", type=int, default=PARTITION_ROWS)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    path = data_set(args.rows, args.partition_rows)
+    files = sorted(path.glob("*.parquet"))
+    tenth = files[: max(1, len(files) // 10)]
+    on_disk = sum(f.stat().st_size for f in files) / 2**20
+    one = pd.read_parquet(files[0])
+    partition_mib = float(one.memory_usage(deep=True).sum()) / 2**20
+    del one
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    client = Client(cluster)
+    try:
+        ddf = lazy_frame(files)
+        print(
+            f"dask {dd.__name__.split('.')[0]} {__import__('dask').__version__}, "
+            f"pandas {pd.__version__}, dpframe {dpframe.__version__}; LocalCluster: 2 worker "
+            f"processes x 1 thread"
+        )
+        print(
+            f"data: {args.rows:,} rows in {len(files)} parquet files ({on_disk:,.0f} MiB on "
+            f"disk); one file in memory {partition_mib:.1f} MiB, all {partition_mib * len(files):,.0f}"
+            f" MiB; {ddf.npartitions} Dask partitions"
+        )
+
+        # -------- time: counts
+        def dp_counts() -> object:
+            return ddf.dp.crosstab("a", "b", epsilon=1.0)
+
+        def dask_counts() -> object:
+            return ddf.groupby(["a", "b"]).size().compute()
+
+        def dp_sums() -> object:
+            return ddf.dp.crosstab(
+                "a", "b", epsilon=1.0, values="x", aggfunc="sum", bounds=(0.0, 200.0)
+            )
+
+        def dask_sums() -> object:
+            return ddf.groupby(["a", "b"])["x"].sum().compute()
+
+        shape = dp_counts().shape  # type: ignore[attr-defined]
+        exact = dask_counts()
+        print(f"table: {shape[0]} x {shape[1]} cells; Dask's groupby returns {len(exact)} groups")
+        r = args.repeats
+        t_dp = median_seconds(dp_counts, repeats=r)
+        t_dask = median_seconds(dask_counts, repeats=r)
+        t_dp_sum = median_seconds(dp_sums, repeats=r)
+        t_dask_sum = median_seconds(dask_sums, repeats=r)
+        print(f"time (median of {r}, after one warm-up run)")
+        print(f"  ddf.dp.crosstab('a', 'b')                      {t_dp:7.2f} s")
+        print(f"  ddf.groupby(['a', 'b']).size().compute()       {t_dask:7.2f} s")
+        print(f"  ratio dp/dask {t_dp / t_dask:.2f} (target <= 1.2)")
+        print(f"  ddf.dp.crosstab(..., values='x', aggfunc='sum') {t_dp_sum:7.2f} s")
+        print(f"  ddf.groupby(['a', 'b'])['x'].sum().compute()   {t_dask_sum:7.2f} s")
+        print(f"  ratio dp/dask {t_dp_sum / t_dask_sum:.2f}")
+
+        # -------- memory: 10% of the data against all of it, fresh workers each time
+        small = lazy_frame(tenth)
+        rows_small = args.rows * len(tenth) // len(files)
+        print("peak RSS of the 2 workers (MiB), freshly restarted before each call")
+        print(f"  idle workers                                   {baseline_peaks(client)}")
+        for label, frame, rows in (
+            (f"{rows_small:>11,} rows", small, rows_small),
+            (f"{args.rows:>11,} rows", ddf, args.rows),
+        ):
+            counts = worker_peaks(client, lambda f=frame: f.dp.crosstab("a", "b", epsilon=1.0))
+            sums = worker_peaks(
+                client,
+                lambda f=frame: f.dp.crosstab(
+                    "a", "b", epsilon=1.0, values="x", aggfunc="sum", bounds=(0.0, 200.0)
+                ),
+            )
+            grouped = worker_peaks(client, lambda f=frame: f.groupby(["a", "b"]).size().compute())
+            print(
+                f"  {label}: dp counts {counts}  dp sums {sums}  dask groupby.size {grouped}"
+                f"  (data in memory {partition_mib * rows / args.partition_rows:,.0f} MiB)"
+            )
+        print(f"peak RSS of the client (this process): {_peak_rss_mib():.0f} MiB")
+    finally:
+        client.close()
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()
