@@ -21,8 +21,8 @@ from scipy import optimize, stats
 from dpframe import _geometric, _laplace, _random
 from dpframe._coins import make_coin
 from dpframe._exact import exp_decimal, precise, simplest_rational
-from dpframe.mechanisms import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
+from dpframe.mechanisms import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from tests._stats import FALSE_ALARM, audit, chi_square_pvalue, two_sided_geometric_pmf
 
 N_GOF = 1_000_000
