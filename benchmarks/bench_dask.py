@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -31,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import median_seconds  # sets single-threaded BLAS before numpy loads
-
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+from _timing import median_seconds  # sets single-threaded BLAS before numpy loads
 from dask.distributed import Client, LocalCluster
 
 import dpframe
@@ -102,24 +101,34 @@ def lazy_frame(files: list[Path]) -> Any:
 # ---------------------------------------------------------------- memory
 
 
-def _peak_rss_mib() -> float:
-    # Linux reports ru_maxrss in KiB: the peak of this process since it started.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024  # the kernel reports kB
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def worker_peaks(client: Client, call: Callable[[], object]) -> list[float]:
-    """Peak RSS (MiB) of each worker after ``call()``, from freshly started workers."""
-    client.restart()
+def _reset_peak() -> float:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0); return it."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+    return _status_mib("VmRSS")
+
+
+def _peak() -> float:
+    return _status_mib("VmHWM")
+
+
+def peak_rss(client: Client, call: Callable[[], object]) -> tuple[list[float], list[float], float]:
+    """RSS of each worker before ``call()``, their peaks during it, and the client's peak (MiB)."""
+    before = client.run(_reset_peak)
+    _reset_peak()
     call()
-    peaks = client.run(_peak_rss_mib)
-    return sorted(float(v) for v in peaks.values())
-
-
-def baseline_peaks(client: Client) -> list[float]:
-    """Peak RSS (MiB) of freshly started workers that computed nothing."""
-    client.restart()
-    peaks = client.run(_peak_rss_mib)
-    return sorted(float(v) for v in peaks.values())
+    client_peak = _peak()
+    peaks = client.run(_peak)
+    workers = sorted(before)
+    return [before[w] for w in workers], [peaks[w] for w in workers], client_peak
 
 
 # ---------------------------------------------------------------- main
@@ -147,19 +156,45 @@ def main() -> None:
     try:
         ddf = lazy_frame(files)
         print(
-            f"dask {dd.__name__.split('.')[0]} {__import__('dask').__version__}, "
+            f"dask {dask.__version__}, "
             f"pandas {pd.__version__}, dpframe {dpframe.__version__}; LocalCluster: 2 worker "
             f"processes x 1 thread"
         )
         print(
             f"data: {args.rows:,} rows in {len(files)} parquet files ({on_disk:,.0f} MiB on "
-            f"disk); one file in memory {partition_mib:.1f} MiB, all {partition_mib * len(files):,.0f}"
-            f" MiB; {ddf.npartitions} Dask partitions"
+            f"disk); one file in memory {partition_mib:.1f} MiB, all "
+            f"{partition_mib * len(files):,.0f} MiB; {ddf.npartitions} Dask partitions"
         )
 
+        # -------- memory: 10% of the data against all of it
+        small = lazy_frame(tenth)
+        rows_small = args.rows * len(tenth) // len(files)
+        print("resident memory (MiB) of the 2 workers (before -> peak during one call) and the")
+        print("client's peak during the call; the peaks are reset before each call")
+        calls: list[tuple[str, Callable[[Any], object]]] = [
+            ("dp.crosstab counts", lambda f: f.dp.crosstab("a", "b", epsilon=1.0)),
+            (
+                "dp.crosstab sums",
+                lambda f: f.dp.crosstab(
+                    "a", "b", epsilon=1.0, values="x", aggfunc="sum", bounds=(0.0, 200.0)
+                ),
+            ),
+            ("groupby.size", lambda f: f.groupby(["a", "b"]).size().compute()),
+        ]
+        for frame, rows in ((small, rows_small), (ddf, args.rows)):
+            in_memory = partition_mib * rows / args.partition_rows
+            print(f"  {rows:,} rows ({in_memory:,.0f} MiB in memory)")
+            for label, call in calls:
+                before, peaks, client_peak = peak_rss(client, lambda c=call, f=frame: c(f))
+                workers = ", ".join(
+                    f"{b:.0f} -> {p:.0f}" for b, p in zip(before, peaks, strict=True)
+                )
+                print(f"    {label:<20} workers {workers}   client peak {client_peak:.0f}")
+
         # -------- time: counts
-        def dp_counts() -> object:
-            return ddf.dp.crosstab("a", "b", epsilon=1.0)
+        def dp_counts() -> pd.DataFrame:
+            table: pd.DataFrame = ddf.dp.crosstab("a", "b", epsilon=1.0)
+            return table
 
         def dask_counts() -> object:
             return ddf.groupby(["a", "b"]).size().compute()
@@ -172,7 +207,7 @@ def main() -> None:
         def dask_sums() -> object:
             return ddf.groupby(["a", "b"])["x"].sum().compute()
 
-        shape = dp_counts().shape  # type: ignore[attr-defined]
+        shape = dp_counts().shape
         exact = dask_counts()
         print(f"table: {shape[0]} x {shape[1]} cells; Dask's groupby returns {len(exact)} groups")
         r = args.repeats
@@ -187,29 +222,6 @@ def main() -> None:
         print(f"  ddf.dp.crosstab(..., values='x', aggfunc='sum') {t_dp_sum:7.2f} s")
         print(f"  ddf.groupby(['a', 'b'])['x'].sum().compute()   {t_dask_sum:7.2f} s")
         print(f"  ratio dp/dask {t_dp_sum / t_dask_sum:.2f}")
-
-        # -------- memory: 10% of the data against all of it, fresh workers each time
-        small = lazy_frame(tenth)
-        rows_small = args.rows * len(tenth) // len(files)
-        print("peak RSS of the 2 workers (MiB), freshly restarted before each call")
-        print(f"  idle workers                                   {baseline_peaks(client)}")
-        for label, frame, rows in (
-            (f"{rows_small:>11,} rows", small, rows_small),
-            (f"{args.rows:>11,} rows", ddf, args.rows),
-        ):
-            counts = worker_peaks(client, lambda f=frame: f.dp.crosstab("a", "b", epsilon=1.0))
-            sums = worker_peaks(
-                client,
-                lambda f=frame: f.dp.crosstab(
-                    "a", "b", epsilon=1.0, values="x", aggfunc="sum", bounds=(0.0, 200.0)
-                ),
-            )
-            grouped = worker_peaks(client, lambda f=frame: f.groupby(["a", "b"]).size().compute())
-            print(
-                f"  {label}: dp counts {counts}  dp sums {sums}  dask groupby.size {grouped}"
-                f"  (data in memory {partition_mib * rows / args.partition_rows:,.0f} MiB)"
-            )
-        print(f"peak RSS of the client (this process): {_peak_rss_mib():.0f} MiB")
     finally:
         client.close()
         cluster.close()

@@ -224,7 +224,9 @@ def geometric(
         noisy = _geometric.rejection_noisy(np.clip(flat, lo, hi), lo, hi, plan, source)
     else:
         noise = _geometric.geometric_noise(plan, flat.size, source, bool(constant_time))
-        noisy = np.clip(np.clip(flat, lo, hi) + noise, lo, hi)
+        noisy = np.clip(flat, lo, hi)  # clamp the values, add the noise, clamp the result
+        noisy += noise
+        np.clip(noisy, lo, hi, out=noisy)
     return noisy.reshape(array.shape)
 
 
