@@ -12,7 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 import dpframe
-from dpframe import _aggregate, _random
+from dpframe import _aggregate
 from dpframe.datasets import OCCUPATIONS, SEXES, census
 from dpframe.errors import (
     BudgetExceededError,
@@ -27,28 +27,12 @@ from tests._stats import (
     chi_square_pvalue,
     two_sided_geometric_pmf,
 )
+from tests.conftest import WordCounter
 
 
 @pytest.fixture
 def df() -> pd.DataFrame:
     return census(2000, seed=11)
-
-
-class _Counter:
-    words = 0
-
-
-@pytest.fixture
-def words(monkeypatch: pytest.MonkeyPatch) -> _Counter:
-    counter = _Counter()
-    original = _random.CryptoBitSource.words
-
-    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
-        counter.words += n
-        return original(self, n)
-
-    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
-    return counter
 
 
 # ---------------------------------------------------------------- labels and shapes
@@ -349,16 +333,16 @@ BAD_CALLS = [
 
 @pytest.mark.parametrize(("method", "kwargs"), BAD_CALLS)
 def test_bad_input_is_refused_with_nothing_charged_or_drawn(
-    df: pd.DataFrame, words: _Counter, method: str, kwargs: dict[str, Any]
+    df: pd.DataFrame, word_counter: WordCounter, method: str, kwargs: dict[str, Any]
 ) -> None:
     df.dp.set_budget(epsilon=5.0)
-    words.words = 0
+    word_counter.words = 0
     with pytest.raises(
         (InvalidParameterError, InvalidParameterTypeError, DomainError, MissingColumnError)
     ):
         getattr(df.dp, method)(**kwargs)
     assert df.dp.ledger.spent.epsilon == 0
-    assert words.words == 0
+    assert word_counter.words == 0
     assert len(df.dp.ledger.history) == 0
 
 
@@ -381,25 +365,27 @@ def test_duplicate_column_names_are_refused() -> None:
 # ---------------------------------------------------------------- ledger rules through the accessor
 
 
-def test_overspending_is_refused_before_any_noise(df: pd.DataFrame, words: _Counter) -> None:
+def test_overspending_is_refused_before_any_noise(
+    df: pd.DataFrame, word_counter: WordCounter
+) -> None:
     df.dp.set_budget(epsilon=1.0)
     df.dp.crosstab("Occupation", "Sex", epsilon=0.75)
-    words.words = 0
+    word_counter.words = 0
     with pytest.raises(BudgetExceededError):
         df.dp.crosstab("Occupation", "Sex", epsilon=0.5)
-    assert words.words == 0
+    assert word_counter.words == 0
     assert df.dp.ledger.spent.epsilon == pytest.approx(0.75)
     df.dp.count(epsilon=0.25)  # exactly what remains
     assert df.dp.ledger.remaining.epsilon == 0
 
 
-def test_auto_bounds_check_the_whole_cost_first(words: _Counter) -> None:
+def test_auto_bounds_check_the_whole_cost_first(word_counter: WordCounter) -> None:
     frame = pd.DataFrame({"x": np.arange(1000.0)})
     frame.dp.set_budget(epsilon=0.5)
-    words.words = 0
+    word_counter.words = 0
     with pytest.raises(BudgetExceededError):
         frame.dp.sum("x", epsilon=0.6, bounds="auto")
-    assert words.words == 0
+    assert word_counter.words == 0
     assert len(frame.dp.ledger.history) == 0
 
 

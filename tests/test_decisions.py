@@ -17,6 +17,7 @@ from dpframe._coins import Coin
 from dpframe._exact import exp_lower_bound, simplest_rational
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 from tests._stats import FALSE_ALARM, audit
+from tests.conftest import WordCounter
 
 M = 10**9  # min_count for the exact checks: far enough from 0 for every tail window
 HALF_WINDOW = 1000  # the main window is min_count ± 1000
@@ -451,16 +452,9 @@ def test_neighbour_audit_catches_a_weakened_decision(
 
 
 def test_default_randomness_is_cryptographic_and_ignores_numpy_state(
-    monkeypatch: pytest.MonkeyPatch,
+    word_counter: WordCounter,
 ) -> None:
-    drawn = []
-    original = _random.CryptoBitSource.words
-
-    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
-        drawn.append(n)
-        return original(self, n)
-
-    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
+    drawn = word_counter.calls
     np.random.seed(0)  # noqa: NPY002 - the legacy global seed must have no effect
     state = np.random.get_state()  # noqa: NPY002
     results = {
@@ -526,19 +520,6 @@ def test_shapes_and_types() -> None:
     assert decided.dtype == np.bool_
 
 
-@pytest.fixture
-def words_drawn(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    drawn: list[int] = []
-    original = _random.CryptoBitSource.words
-
-    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
-        drawn.append(n)
-        return original(self, n)
-
-    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
-    return drawn
-
-
 GOOD: dict[str, Any] = {"min_count": 100, "epsilon": 1.0}
 BAD_CALLS = [
     ({"epsilon": 0}, InvalidParameterError, "epsilon"),
@@ -572,14 +553,14 @@ BAD_CALLS = [
 
 @pytest.mark.parametrize(("changes", "error", "match"), BAD_CALLS)
 def test_bad_parameters_are_refused_before_drawing(
-    words_drawn: list[int], changes: dict[str, Any], error: type[Exception], match: str
+    word_counter: WordCounter, changes: dict[str, Any], error: type[Exception], match: str
 ) -> None:
     kwargs = {**GOOD, **changes}
     with pytest.raises(error, match=match):
         _decisions.threshold_decision(100, **kwargs)
     with pytest.raises(error, match=match):
         _decisions.decision_probability([100], **kwargs)
-    assert words_drawn == []
+    assert word_counter.calls == []
 
 
 @pytest.mark.parametrize(
@@ -594,11 +575,11 @@ def test_bad_parameters_are_refused_before_drawing(
     ],
 )
 def test_bad_count_is_refused_before_drawing(
-    words_drawn: list[int], count: Any, error: type[Exception]
+    word_counter: WordCounter, count: Any, error: type[Exception]
 ) -> None:
     with pytest.raises(error, match="count"):
         _decisions.threshold_decision(count, **GOOD)
-    assert words_drawn == []
+    assert word_counter.calls == []
 
 
 @pytest.mark.parametrize(
@@ -610,10 +591,10 @@ def test_bad_counts_array_is_refused(counts: Any) -> None:
 
 
 @pytest.mark.parametrize("bad", ["seed", 1.5, True, object()])
-def test_bad_rng_is_refused_before_drawing(words_drawn: list[int], bad: Any) -> None:
+def test_bad_rng_is_refused_before_drawing(word_counter: WordCounter, bad: Any) -> None:
     with pytest.raises(InvalidParameterTypeError, match="rng"):
         _decisions.threshold_decision(100, rng=bad, **GOOD)
-    assert words_drawn == []
+    assert word_counter.calls == []
 
 
 def test_accepted_edge_parameters() -> None:

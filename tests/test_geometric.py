@@ -27,6 +27,7 @@ from tests._stats import (
     truncated_geometric_pmf,
     two_sided_geometric_pmf,
 )
+from tests.conftest import WordCounter
 
 N_GOF = 1_000_000
 
@@ -234,27 +235,9 @@ def test_default_source_is_cryptographic() -> None:
     assert not _random.bit_source(np.random.default_rng(1)).private
 
 
-class _Counter:
-    def __init__(self) -> None:
-        self.words = 0
-
-
-@pytest.fixture
-def word_counter(monkeypatch: pytest.MonkeyPatch) -> _Counter:
-    counter = _Counter()
-    original = _random.CryptoBitSource.words
-
-    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
-        counter.words += n
-        return original(self, n)
-
-    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
-    return counter
-
-
 @pytest.mark.parametrize(("epsilon", "bounds"), [(1.0, (0, 10**6)), (0.1, (0, 30)), (5.0, (-3, 3))])
 def test_constant_time_draws_the_same_words_for_any_value(
-    word_counter: _Counter, epsilon: float, bounds: tuple[int, int]
+    word_counter: WordCounter, epsilon: float, bounds: tuple[int, int]
 ) -> None:
     lo, hi = bounds
     counts = []
@@ -265,7 +248,7 @@ def test_constant_time_draws_the_same_words_for_any_value(
     assert len(set(counts)) == 1
 
 
-def test_constant_time_draws_the_same_words_for_any_noise(word_counter: _Counter) -> None:
+def test_constant_time_draws_the_same_words_for_any_noise(word_counter: WordCounter) -> None:
     """One value per call: the word count must not depend on the noise that came out."""
     words_by_noise: dict[int, set[int]] = {}
     for _ in range(3000):
@@ -277,7 +260,7 @@ def test_constant_time_draws_the_same_words_for_any_noise(word_counter: _Counter
     assert max(words_by_noise) >= 10
 
 
-def test_default_mode_word_count_does_depend_on_noise(word_counter: _Counter) -> None:
+def test_default_mode_word_count_does_depend_on_noise(word_counter: WordCounter) -> None:
     """Validity twin: without constant_time, large noise costs more words."""
     seen = set()
     for _ in range(20):

@@ -24,6 +24,7 @@ from dpframe._exact import exp_decimal, precise, simplest_rational
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 from dpframe.mechanisms import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from tests._stats import FALSE_ALARM, audit, chi_square_pvalue, two_sided_geometric_pmf
+from tests.conftest import WordCounter
 
 N_GOF = 1_000_000
 N_COVERAGE = 200_000
@@ -761,24 +762,6 @@ def test_shapes(name: str, mechanism: Callable[..., NDArray[np.float64]]) -> Non
 # ---------------------------------------------------------------- bad input
 
 
-class _Counter:
-    def __init__(self) -> None:
-        self.words = 0
-
-
-@pytest.fixture
-def word_counter(monkeypatch: pytest.MonkeyPatch) -> _Counter:
-    counter = _Counter()
-    original = _random.CryptoBitSource.words
-
-    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
-        counter.words += n
-        return original(self, n)
-
-    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
-    return counter
-
-
 GOOD: dict[str, dict[str, Any]] = {
     "laplace": {"epsilon": 1.0, "sensitivity": 1.0, "bounds": (0.0, 10.0)},
     "bounded": {"epsilon": 1.0, "sensitivity": 1.0, "bounds": (0.0, 10.0)},
@@ -844,7 +827,11 @@ BAD_ALPHA = [
 
 
 def _refused(
-    counter: _Counter, call: Callable[..., Any], match: str, error: type[Exception], **kwargs: Any
+    counter: WordCounter,
+    call: Callable[..., Any],
+    match: str,
+    error: type[Exception],
+    **kwargs: Any,
 ) -> None:
     counter.words = 0
     with pytest.raises(error, match=match):
@@ -856,7 +843,7 @@ def _refused(
 @pytest.mark.parametrize("parameter", ["epsilon", "sensitivity"])
 @pytest.mark.parametrize(("bad", "error"), BAD_POSITIVE)
 def test_bad_epsilon_and_sensitivity_are_refused(
-    word_counter: _Counter, name: str, parameter: str, bad: Any, error: type[Exception]
+    word_counter: WordCounter, name: str, parameter: str, bad: Any, error: type[Exception]
 ) -> None:
     kwargs = {**GOOD[name], parameter: bad}
     _refused(word_counter, FUNCTIONS[name], parameter, error, **kwargs)
@@ -865,7 +852,7 @@ def test_bad_epsilon_and_sensitivity_are_refused(
 @pytest.mark.parametrize("name", ["bounded", "bounded_accuracy"])
 @pytest.mark.parametrize(("bad", "error"), BAD_DELTA)
 def test_bad_delta_is_refused(
-    word_counter: _Counter, name: str, bad: Any, error: type[Exception]
+    word_counter: WordCounter, name: str, bad: Any, error: type[Exception]
 ) -> None:
     _refused(word_counter, FUNCTIONS[name], "delta", error, **{**GOOD[name], "delta": bad})
 
@@ -873,7 +860,7 @@ def test_bad_delta_is_refused(
 @pytest.mark.parametrize("name", list(FUNCTIONS))
 @pytest.mark.parametrize(("bad", "error"), BAD_BOUNDS)
 def test_bad_bounds_are_refused(
-    word_counter: _Counter, name: str, bad: Any, error: type[Exception]
+    word_counter: WordCounter, name: str, bad: Any, error: type[Exception]
 ) -> None:
     _refused(word_counter, FUNCTIONS[name], "bounds", error, **{**GOOD[name], "bounds": bad})
 
@@ -881,7 +868,7 @@ def test_bad_bounds_are_refused(
 @pytest.mark.parametrize("name", ["laplace_accuracy", "bounded_accuracy"])
 @pytest.mark.parametrize(("bad", "error"), BAD_ALPHA)
 def test_bad_alpha_is_refused(
-    word_counter: _Counter, name: str, bad: Any, error: type[Exception]
+    word_counter: WordCounter, name: str, bad: Any, error: type[Exception]
 ) -> None:
     _refused(word_counter, FUNCTIONS[name], "alpha", error, **{**GOOD[name], "alpha": bad})
 
@@ -897,7 +884,7 @@ def test_bad_alpha_is_refused(
     ],
 )
 def test_bad_values_are_refused(
-    word_counter: _Counter, mechanism: Callable[..., Any], bad: Any, error: type[Exception]
+    word_counter: WordCounter, mechanism: Callable[..., Any], bad: Any, error: type[Exception]
 ) -> None:
     _refused(
         word_counter,
@@ -949,7 +936,7 @@ def test_bad_rng_is_refused(mechanism: Callable[..., Any], bad: Any) -> None:
     ],
 )
 def test_snapping_refuses_unsafe_parameters(
-    word_counter: _Counter, kwargs: dict[str, Any], error: type[Exception], match: str
+    word_counter: WordCounter, kwargs: dict[str, Any], error: type[Exception], match: str
 ) -> None:
     _refused(word_counter, lambda: laplace([0.5], **kwargs), match, error)
     _refused(word_counter, lambda: laplace_accuracy(**kwargs), match, error)
@@ -971,7 +958,7 @@ def test_snapping_refuses_unsafe_parameters(
     ],
 )
 def test_bounded_refuses_unsafe_parameters(
-    word_counter: _Counter, kwargs: dict[str, Any], error: type[Exception], match: str
+    word_counter: WordCounter, kwargs: dict[str, Any], error: type[Exception], match: str
 ) -> None:
     _refused(word_counter, lambda: bounded_laplace([0.5], **kwargs), match, error)
     _refused(word_counter, lambda: bounded_laplace_accuracy(**kwargs), match, error)

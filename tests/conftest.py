@@ -1,0 +1,33 @@
+"""Fixtures shared by the test modules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from dpframe import _random
+
+
+class WordCounter:
+    """Counts the random words the default (cryptographic) source hands out."""
+
+    def __init__(self) -> None:
+        self.words = 0
+        self.calls: list[int] = []
+
+
+@pytest.fixture
+def word_counter(monkeypatch: pytest.MonkeyPatch) -> WordCounter:
+    """Instrument ``CryptoBitSource.words``: refused calls must draw nothing, constant-time
+    calls a fixed number of words."""
+    counter = WordCounter()
+    original = _random.CryptoBitSource.words
+
+    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
+        counter.words += n
+        counter.calls.append(n)
+        return original(self, n)
+
+    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
+    return counter

@@ -1,0 +1,557 @@
+"""``.dp`` on Dask DataFrames: exact aggregates, same releases as pandas, noise, ledger, bad input.
+
+Every test runs on a ``LocalCluster`` of two worker processes (started once for the
+module), so partitions really are aggregated in other processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.typing import NDArray
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("dask.distributed")
+
+import dpframe  # noqa: E402
+import dpframe._dask  # noqa: E402  (registers .dp on Dask DataFrames)
+from dpframe import _aggregate, _random, mechanisms  # noqa: E402
+from dpframe._dask import DaskData, DaskDPAccessor, _sum_arrays  # noqa: E402
+from dpframe.datasets import OCCUPATIONS, SEXES, census  # noqa: E402
+from dpframe.errors import (  # noqa: E402
+    BudgetExceededError,
+    DomainError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    LedgerConflictError,
+    MissingColumnError,
+    NoiseOverflowError,
+)
+from tests._stats import FALSE_ALARM, chi_square_pvalue, two_sided_geometric_pmf  # noqa: E402
+
+N_ROWS = 6000
+N_PARTITIONS = 5
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _census(seed: int) -> pd.DataFrame:
+    """Census rows with a float column holding NaN, ±inf and negative values."""
+    frame = census(N_ROWS, seed=seed)
+    gen = np.random.default_rng(seed)
+    balance = gen.normal(0.0, 5000.0, N_ROWS)
+    balance[gen.random(N_ROWS) < 0.05] = np.nan
+    balance[:3] = [np.inf, -np.inf, 1e12]
+    return frame.assign(Balance=balance)
+
+
+@pytest.fixture
+def df() -> pd.DataFrame:
+    return _census(7)
+
+
+@pytest.fixture
+def ddf(client: Any, df: pd.DataFrame) -> Any:
+    return dd.from_pandas(df, npartitions=N_PARTITIONS)
+
+
+@pytest.fixture(scope="module")
+def parquet_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("census_parquet")
+    frame = _census(8)
+    for i, start in enumerate(range(0, N_ROWS, N_ROWS // 4)):
+        frame.iloc[start : start + N_ROWS // 4].to_parquet(path / f"part-{i}.parquet")
+    return path
+
+
+def _declared(frame: Any) -> Any:
+    return frame.astype(
+        {
+            "Occupation": pd.CategoricalDtype(list(OCCUPATIONS)),
+            "Sex": pd.CategoricalDtype(list(SEXES)),
+        }
+    )
+
+
+class _Counter:
+    words = 0
+
+
+@pytest.fixture
+def words(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    """Counts the cryptographic words drawn on the client (where all noise is drawn)."""
+    counter = _Counter()
+    original = _random.CryptoBitSource.words
+
+    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
+        counter.words += n
+        return original(self, n)
+
+    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
+    return counter
+
+
+def _tasks_run(client: Any, call: Callable[[], object]) -> tuple[list[Any], BaseException | None]:
+    """The tasks the cluster ran during ``call()``, and the exception it raised (if any)."""
+    raised: BaseException | None = None
+    with distributed.get_task_stream(client) as stream:
+        try:
+            call()
+        except Exception as error:  # returned to the caller, who checks its type
+            raised = error
+    return list(stream.data), raised
+
+
+# ---------------------------------------------------------------- registration
+
+
+def test_importing_the_module_registers_dp_on_dask_frames(ddf: Any) -> None:
+    assert isinstance(ddf.dp, DaskDPAccessor)
+    assert isinstance(ddf.dp, dpframe.DPAccessor)
+    with pytest.raises(InvalidParameterTypeError, match=r"df\.dp"):
+        DaskDPAccessor(census(10, seed=0))
+
+
+# ---------------------------------------------------------------- exact aggregates
+
+
+def _frames(kind: str, df: pd.DataFrame, ddf: Any, parquet_dir: Path) -> tuple[pd.DataFrame, Any]:
+    """(the computed pandas frame, the Dask frame) for one way of building a Dask frame."""
+    if kind == "from_pandas":
+        return df, ddf
+    lazy = _declared(dd.read_parquet(parquet_dir))
+    return lazy.compute(), lazy
+
+
+def _where(kind: str, frame: pd.DataFrame, lazy: Any) -> tuple[Any, Any]:
+    """(the pandas mask, the Dask ``where=``) for one kind of row filter."""
+    if kind == "none":
+        return None, None
+    mask = np.asarray(frame["Age"] >= 40)
+    if kind == "string":
+        return mask, "Age >= 40"
+    return mask, lazy["Age"] >= 40
+
+
+@pytest.mark.parametrize("source", ["from_pandas", "parquet"])
+@pytest.mark.parametrize("where_kind", ["none", "string", "series"])
+def test_dask_aggregates_equal_the_pandas_backend_exactly(
+    source: str, where_kind: str, df: pd.DataFrame, ddf: Any, parquet_dir: Path
+) -> None:
+    frame, lazy = _frames(source, df, ddf, parquet_dir)
+    assert lazy.npartitions > 1
+    mask, where = _where(where_kind, frame, lazy)
+    local, remote = _aggregate.PandasData(frame), DaskData(lazy)
+    remote_where = remote.where(where)
+    married = pd.Index(["M", "S", "N", "X"])  # "W" and "D" fall outside; "X" is never seen
+    groups = [
+        _aggregate.Group("Occupation", pd.Index(list(OCCUPATIONS)), frame["Occupation"].dtype),
+        _aggregate.Group("Married", married, frame["Married"].dtype),
+    ]
+    grid = _aggregate.SumGrid.for_bounds(-2500.0, 10000.0)
+    values = local.numeric("Balance", "column")
+    remote_values = remote.numeric("Balance", "column")
+
+    assert remote.row_count(remote_where) == local.row_count(mask)
+    counts = remote.count_table(groups, remote_where)
+    assert counts.dtype == np.int64
+    np.testing.assert_array_equal(counts, local.count_table(groups, mask))
+    assert remote.sum_total(remote_values, grid, remote_where) == local.sum_total(
+        values, grid, mask
+    )
+    sums = remote.sum_table(remote_values, grid, groups, remote_where)
+    assert sums.dtype == np.int64
+    assert sums.shape == (len(OCCUPATIONS), len(married))
+    np.testing.assert_array_equal(sums, local.sum_table(values, grid, groups, mask))
+    np.testing.assert_array_equal(
+        remote.log_histogram(remote_values, remote_where), local.log_histogram(values, mask)
+    )
+
+
+def test_domains_of_str_columns_are_matched_on_every_partition(df: pd.DataFrame, ddf: Any) -> None:
+    plain = ddf.astype({"Occupation": "str"})
+    domain = pd.Index(["Geographer", "Statistician", "Astronaut"])
+    group = [_aggregate.Group("Occupation", domain, plain._meta["Occupation"].dtype)]
+    exact = df["Occupation"].astype("str").value_counts().reindex(domain, fill_value=0)
+    np.testing.assert_array_equal(DaskData(plain).count_table(group, None), exact.to_numpy())
+
+
+def test_partition_sums_are_added_exactly_or_refused() -> None:
+    first = np.array([2**61 + 5, -(2**61), 7], dtype=np.int64)
+    second = np.array([2**61 - 100, -(2**61) + 50, 3], dtype=np.int64)  # near int64's edge
+    third = np.array([-(2**61), 2**61, 1], dtype=np.int64)
+    total = _sum_arrays(first, second, third)
+    assert total.dtype == np.int64
+    assert total.tolist() == [2**61 - 95, -(2**61) + 50, 11]
+    with pytest.raises(NoiseOverflowError, match="bounds"):
+        _sum_arrays(first, first)  # 2**62 + 10 in the first cell
+
+
+# ---------------------------------------------------------------- same releases as pandas
+
+
+def _same_structure(dask_result: Any, pandas_result: Any) -> None:
+    assert type(dask_result) is type(pandas_result)
+    if isinstance(pandas_result, pd.DataFrame | pd.Series):
+        assert dask_result.shape == pandas_result.shape
+        assert dask_result.index.equals(pandas_result.index)
+        assert dask_result.index.names == pandas_result.index.names
+        assert dask_result.index.dtype == pandas_result.index.dtype
+        if isinstance(pandas_result, pd.DataFrame):
+            assert dask_result.columns.equals(pandas_result.columns)
+            assert list(dask_result.dtypes) == list(pandas_result.dtypes)
+        else:
+            assert dask_result.name == pandas_result.name
+            assert dask_result.dtype == pandas_result.dtype
+    info, expected = dpframe.release_info(dask_result), dpframe.release_info(pandas_result)
+    for key in ("method", "columns", "mechanism", "epsilon", "delta", "sensitivity", "private"):
+        assert info[key] == expected[key], key
+    np.testing.assert_array_equal(info["error_bound"], expected["error_bound"])
+
+
+RELEASES: dict[str, Callable[[Any], Any]] = {
+    "count": lambda f: f.dp.count(epsilon=1.0),
+    "count by, where": lambda f: f.dp.count(epsilon=1.0, by=["Sex", "Occupation"], where="Age>=30"),
+    "count nonnegative": lambda f: f.dp.count(epsilon=1.0, by="Married", nonnegative=True),
+    "crosstab": lambda f: f.dp.crosstab("Occupation", "Sex", epsilon=1.0),
+    "crosstab margins": lambda f: f.dp.crosstab(
+        ["Occupation", "Married"], "Sex", epsilon=1.0, margins=True, margins_name="Total"
+    ),
+    "crosstab normalize": lambda f: f.dp.crosstab("Occupation", "Sex", epsilon=1.0, normalize=0),
+    "crosstab sums": lambda f: f.dp.crosstab(
+        "Occupation", "Sex", epsilon=1.0, values="Earnings", aggfunc="sum", bounds=(0, 1e5)
+    ),
+    "crosstab domain": lambda f: f.astype({"Age": "int64"}).dp.crosstab(
+        "Age", "Sex", epsilon=1.0, domain={"Age": list(range(18, 30))}
+    ),
+    "sum": lambda f: f.dp.sum("Balance", epsilon=1.0, bounds=(-1e4, 1e4)),
+    "sum by": lambda f: f.dp.sum("Earnings", epsilon=1.0, bounds=(0, 2e5), by="Occupation"),
+    "sum auto": lambda f: f.dp.sum("Earnings", epsilon=4.0, bounds="auto", where="Age > 20"),
+    "threshold_decision": lambda f: f.dp.threshold_decision(min_count=100, epsilon=1.0),
+}
+
+
+@pytest.mark.parametrize("name", list(RELEASES))
+def test_releases_are_shaped_and_labelled_as_on_pandas(name: str, ddf: Any) -> None:
+    release = RELEASES[name]
+    computed = ddf.compute()
+    dask_result, pandas_result = release(ddf), release(computed)
+    if isinstance(pandas_result, bool):
+        assert isinstance(dask_result, bool)
+    else:
+        _same_structure(dask_result, pandas_result)
+    assert [r.method for r in ddf.dp.ledger.history.itertuples()] == [
+        r.method for r in computed.dp.ledger.history.itertuples()
+    ]
+
+
+def test_where_series_and_string_select_the_same_rows(ddf: Any, df: pd.DataFrame) -> None:
+    # Exact means agree: both filters feed the same exact count, so two releases at a huge
+    # epsilon (noise 0 with probability 1 - 2e-9 each) both equal it.
+    exact = int((df["Age"] >= 40).sum())
+    by_string = ddf.dp.count(epsilon=50.0, where="Age >= 40")
+    by_series = ddf.dp.count(epsilon=50.0, where=ddf["Age"] >= 40)
+    assert by_string == by_series == exact
+
+
+# ---------------------------------------------------------------- noise
+
+
+def _noise_fit(monkeypatch: pytest.MonkeyPatch, client: Any, epsilon: float, weaken: bool) -> float:
+    """P-value of (released - exact) over a 20,000-cell crosstab against the geometric PMF."""
+    keys = 10_000
+    gen = np.random.default_rng()
+    rows = 30_000
+    frame = pd.DataFrame(
+        {
+            "key": pd.Categorical.from_codes(gen.integers(0, keys, rows), categories=range(keys)),
+            "flag": gen.random(rows) < 0.3,
+        }
+    )
+    lazy = dd.from_pandas(frame, npartitions=4)
+    if weaken:  # 25% less noise: the scale 1/epsilon becomes 0.75/epsilon
+        original = mechanisms.geometric
+
+        def weaker(values: Any, *, epsilon: Any, **kwargs: Any) -> Any:
+            return original(values, epsilon=Fraction(epsilon) * Fraction(4, 3), **kwargs)
+
+        monkeypatch.setattr(mechanisms, "geometric", weaker)
+    released = lazy.dp.crosstab("key", "flag", epsilon=epsilon)
+    exact = pd.crosstab(frame["key"], frame["flag"], dropna=False)
+    assert released.shape == exact.shape == (keys, 2)
+    noise = (released.to_numpy() - exact.to_numpy()).reshape(-1)
+    support = np.arange(-int(45 / epsilon) - 2, int(45 / epsilon) + 3)
+    return chi_square_pvalue(noise, support, two_sided_geometric_pmf(support, epsilon))
+
+
+def test_noise_added_to_the_dask_table_fits_the_geometric_pmf(
+    monkeypatch: pytest.MonkeyPatch, client: Any
+) -> None:
+    assert _noise_fit(monkeypatch, client, 0.5, weaken=False) >= FALSE_ALARM
+
+
+def test_noise_test_detects_a_quarter_less_noise(
+    monkeypatch: pytest.MonkeyPatch, client: Any
+) -> None:
+    # Validity twin of the test above: the same fit rejects a weakened mechanism.
+    assert _noise_fit(monkeypatch, client, 0.5, weaken=True) < FALSE_ALARM
+
+
+def test_noise_is_drawn_once_on_the_client_on_the_whole_exact_table(
+    monkeypatch: pytest.MonkeyPatch, ddf: Any, df: pd.DataFrame
+) -> None:
+    calls: list[NDArray[np.int64]] = []
+    original = mechanisms.geometric
+
+    def spy(values: Any, **kwargs: Any) -> Any:
+        calls.append(np.asarray(values).copy())
+        return original(values, **kwargs)
+
+    monkeypatch.setattr(mechanisms, "geometric", spy)
+    ddf.dp.crosstab("Occupation", "Sex", epsilon=1.0)
+    assert len(calls) == 1
+    exact = pd.crosstab(df["Occupation"], df["Sex"], dropna=False).to_numpy()
+    np.testing.assert_array_equal(calls[0], exact)
+
+
+# ---------------------------------------------------------------- the ledger
+
+
+def test_check_then_charge_and_a_refused_call_computes_and_draws_nothing(
+    client: Any, ddf: Any, words: _Counter
+) -> None:
+    ddf.dp.set_budget(epsilon=1.0)
+    ddf.dp.crosstab("Occupation", "Sex", epsilon=0.75)
+    assert ddf.dp.ledger.spent.epsilon == Fraction(3, 4)
+    drawn = words.words
+    tasks, raised = _tasks_run(client, lambda: ddf.dp.count(epsilon=0.5, by="Sex"))
+    assert isinstance(raised, BudgetExceededError)
+    assert tasks == []
+    assert words.words == drawn
+    assert ddf.dp.ledger.spent.epsilon == Fraction(3, 4)
+    assert len(ddf.dp.ledger.history) == 1
+    ddf.dp.count(epsilon=0.25)  # exactly what remains
+    assert ddf.dp.ledger.remaining.epsilon == 0
+
+
+DERIVED: dict[str, Callable[[Any], Any]] = {
+    "filter": lambda f: f[f["Age"] >= 18],
+    "query": lambda f: f.query("Age >= 18"),
+    "columns": lambda f: f[["Sex", "Occupation", "Age"]],
+    "assign": lambda f: f.assign(Older=f["Age"] + 1),
+    "astype": lambda f: f.astype({"Age": "float64"}),
+    "drop": lambda f: f.drop(columns=["Balance"]),
+    "rename": lambda f: f.rename(columns={"Earnings": "Pay"}),
+    "fillna": lambda f: f.fillna({"Balance": 0.0}),
+    "dropna": lambda f: f.dropna(),
+    "reset_index": lambda f: f.reset_index(),
+    "repartition": lambda f: f.repartition(npartitions=2),
+    "persist": lambda f: f.persist(),
+    "filter, then persist": lambda f: f[f["Age"] >= 30].persist(),
+    "optimize": lambda f: f[["Sex", "Age"]].optimize(),
+    "map_partitions": lambda f: f.map_partitions(lambda p: p[p["Age"] > 20]),
+    "map_partitions with meta": lambda f: f.map_partitions(lambda p: p, meta=f._meta),
+    "map_partitions with new meta": lambda f: f.map_partitions(
+        lambda p: p[["Sex"]], meta=pd.DataFrame({"Sex": pd.Categorical([], categories=SEXES)})
+    ),
+    "sample": lambda f: f.sample(frac=0.5),
+    "copy": lambda f: f.copy(),
+}
+
+
+@pytest.mark.parametrize("name", list(DERIVED))
+def test_derived_frames_share_the_ledger(name: str, ddf: Any) -> None:
+    ddf.dp.set_budget(epsilon=1.0)
+    derived = DERIVED[name](ddf)
+    assert derived.dp.ledger is ddf.dp.ledger
+    derived.dp.count(epsilon=0.5)
+    assert ddf.dp.ledger.spent.epsilon == Fraction(1, 2)
+    with pytest.raises(BudgetExceededError):
+        derived.dp.count(epsilon=0.75)
+    with pytest.raises(BudgetExceededError):
+        ddf.dp.count(epsilon=0.75)
+
+
+def test_frames_derived_before_the_budget_was_set_share_it(ddf: Any) -> None:
+    early = ddf[ddf["Age"] >= 18]
+    early_columns = ddf[["Sex", "Age"]]
+    ddf.dp.set_budget(epsilon=1.0)
+    again = ddf[ddf["Age"] >= 18]  # Dask reuses the expression whose metadata had no ledger
+    assert early.dp.ledger is again.dp.ledger is ddf.dp.ledger
+    assert early_columns.dp.ledger is ddf.dp.ledger
+    # The lookup stamped the ledger on the early frame's metadata, so persist keeps it.
+    assert early.persist().dp.ledger is ddf.dp.ledger
+
+
+def test_two_reads_of_the_same_files_share_the_ledger(parquet_dir: Path) -> None:
+    first = _declared(dd.read_parquet(parquet_dir))
+    first.dp.set_budget(epsilon=1.0)
+    second = _declared(dd.read_parquet(parquet_dir))
+    assert second.dp.ledger is first.dp.ledger
+
+
+def test_from_pandas_shares_the_pandas_frames_ledger(client: Any, df: pd.DataFrame) -> None:
+    df.dp.set_budget(epsilon=1.0)
+    lazy = dd.from_pandas(df, npartitions=3)
+    lazy.dp.count(epsilon=0.5)
+    assert df.dp.ledger.spent.epsilon == Fraction(1, 2)
+    # Its partitions carry the pandas ledger, so the computed frame shares it too.
+    assert lazy.compute().dp.ledger is df.dp.ledger
+
+
+def test_head_and_compute_leave_the_dask_ledger_behind(ddf: Any) -> None:
+    # Documented: head() and compute() hand raw rows to the data holder, like to_numpy().
+    ddf.dp.set_budget(epsilon=1.0)
+    assert ddf.head(5).dp.ledger is not ddf.dp.ledger
+    assert ddf.compute().dp.ledger is not ddf.dp.ledger
+
+
+def test_frames_with_different_ledgers_cannot_be_combined(client: Any) -> None:
+    left = dd.from_pandas(_census(1), npartitions=2)
+    right = dd.from_pandas(_census(2), npartitions=2)
+    left.dp.set_budget(epsilon=1.0)
+    right.dp.set_budget(epsilon=1.0)
+    with pytest.raises(LedgerConflictError):
+        dd.concat([left, right])
+    with pytest.raises(LedgerConflictError):
+        left.merge(right, on="Age")
+    mixed = left.assign(Other=right["Age"])
+    with pytest.raises(LedgerConflictError, match="different privacy budgets"):
+        mixed.dp.count(epsilon=0.1)
+    with pytest.raises(LedgerConflictError, match="where="):
+        left.dp.count(epsilon=0.1, where=right["Age"] > 30)
+    assert left.dp.ledger.spent.epsilon == right.dp.ledger.spent.epsilon == 0
+
+
+def test_auto_bounds_are_charged_as_their_own_row(ddf: Any) -> None:
+    ddf.dp.sum("Earnings", epsilon=2.0, bounds="auto", bounds_epsilon=0.5)
+    history = ddf.dp.ledger.history
+    assert list(history["method"]) == ["sum bounds (auto)", "sum"]
+    assert list(history["epsilon"]) == [0.5, 1.5]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _refuses(
+    client: Any, ledger_of: Any, call: Callable[[], object], error: type[Exception], match: str
+) -> None:
+    """``call()`` raises ``error``, runs no task, and charges nothing."""
+    before = len(ledger_of.dp.ledger.history)
+    tasks, raised = _tasks_run(client, call)
+    assert isinstance(raised, error), raised
+    assert match in str(raised), str(raised)
+    assert tasks == []
+    assert len(ledger_of.dp.ledger.history) == before
+
+
+def test_unknown_categories_are_refused_with_the_fix(client: Any, parquet_dir: Path) -> None:
+    raw = dd.read_parquet(parquet_dir)
+    assert "__UNKNOWN_CATEGORIES__" in raw._meta["Sex"].cat.categories  # what Dask reads
+    for call in (
+        lambda: raw.dp.count(epsilon=1.0, by="Sex"),
+        lambda: raw.dp.crosstab("Occupation", "Married", epsilon=1.0),
+        lambda: raw.dp.sum("Earnings", epsilon=1.0, bounds=(0, 1), by="Sex"),
+    ):
+        _refuses(client, raw, call, DomainError, "unknown categories")
+    # The fixes named in the message work.
+    assert raw.dp.count(epsilon=1.0, by="Sex", domain={"Sex": list(SEXES)}).shape == (2,)
+    declared = raw.astype({"Sex": pd.CategoricalDtype(list(SEXES))})
+    assert list(declared.dp.count(epsilon=1.0, by="Sex").index) == list(SEXES)
+
+
+BAD_CALLS: dict[str, tuple[Callable[[Any], object], type[Exception], str]] = {
+    "missing column": (lambda f: f.dp.count(epsilon=1.0, by="Job"), MissingColumnError, "Job"),
+    "missing sum column": (
+        lambda f: f.dp.sum("Salary", epsilon=1.0, bounds=(0, 1)),
+        MissingColumnError,
+        "Salary",
+    ),
+    "missing crosstab column": (
+        lambda f: f.dp.crosstab("Occupation", "sex", epsilon=1.0),
+        MissingColumnError,
+        "Did you mean 'Sex'",
+    ),
+    "no domain": (
+        lambda f: f.astype({"Occupation": "str"}).dp.count(epsilon=1.0, by="Occupation"),
+        DomainError,
+        "domain=",
+    ),
+    "non-numeric sum": (
+        lambda f: f.dp.sum("Sex", epsilon=1.0, bounds=(0, 1)),
+        InvalidParameterTypeError,
+        "not a number",
+    ),
+    "bad epsilon": (lambda f: f.dp.count(epsilon=0), InvalidParameterError, "epsilon"),
+    "bad where string": (
+        lambda f: f.dp.count(epsilon=1.0, where="Age >="),
+        InvalidParameterError,
+        "could not be evaluated",
+    ),
+    "non-boolean where string": (
+        lambda f: f.dp.count(epsilon=1.0, where="Age + 1"),
+        InvalidParameterTypeError,
+        "boolean",
+    ),
+    "pandas where": (
+        lambda f: f.dp.count(epsilon=1.0, where=f.compute()["Age"] > 3),
+        InvalidParameterTypeError,
+        "Dask Series",
+    ),
+    "numpy where": (
+        lambda f: f.dp.count(epsilon=1.0, where=np.ones(N_ROWS, dtype=bool)),
+        InvalidParameterTypeError,
+        "Dask Series",
+    ),
+    "non-boolean where series": (
+        lambda f: f.dp.count(epsilon=1.0, where=f["Age"]),
+        InvalidParameterTypeError,
+        "boolean",
+    ),
+    "where partitioned differently": (
+        lambda f: f.dp.count(epsilon=1.0, where=f.repartition(npartitions=2)["Age"] > 3),
+        InvalidParameterError,
+        "partitioned differently",
+    ),
+    "sum without bounds": (
+        lambda f: f.dp.sum("Earnings", epsilon=1.0, bounds=None),
+        InvalidParameterError,
+        "bounds",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_CALLS))
+def test_bad_input_is_refused_before_any_computation(name: str, client: Any, ddf: Any) -> None:
+    call, error, match = BAD_CALLS[name]
+    _refuses(client, ddf, lambda: call(ddf), error, match)
+
+
+def test_a_failing_partition_charges_nothing(client: Any, ddf: Any, words: _Counter) -> None:
+    def broken(partition: pd.DataFrame) -> pd.DataFrame:
+        if len(partition) and partition.index[0] > 0:
+            raise RuntimeError("a partition could not be read")
+        return partition
+
+    failing = ddf.map_partitions(broken, meta=ddf._meta)
+    with pytest.raises(RuntimeError, match="could not be read"):
+        failing.dp.count(epsilon=1.0)
+    assert words.words == 0
+    assert ddf.dp.ledger.spent.epsilon == 0
+    assert math.isinf(ddf.dp.ledger.total.epsilon)
