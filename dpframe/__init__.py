@@ -11,7 +11,7 @@ seeded mechanisms, and :mod:`dpframe.datasets` synthetic data to try them on.
 
 from __future__ import annotations
 
-from dpframe import datasets, errors, mechanisms
+from dpframe import datasets, errors, mechanisms, plotting
 from dpframe._accessor import DPAccessor, dp
 from dpframe._ledger import Budget, Ledger
 from dpframe._results import DPFloat, DPInt, release_info
@@ -27,6 +27,7 @@ __all__ = [
     "dp",
     "errors",
     "mechanisms",
+    "plotting",
     "release_info",
 ]
 

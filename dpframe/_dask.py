@@ -96,28 +96,46 @@ _MASK_COLUMN = "__dpframe_where__"
 # ---------------------------------------------------------------- the ledger
 
 
-def _metas(frame: Any) -> list[pd.DataFrame | pd.Series[Any]]:
-    """The pandas metadata of every expression of ``frame``'s tree, the frame's own first."""
-    found: list[pd.DataFrame | pd.Series[Any]] = []
+Carrier = pd.DataFrame | pd.Series  # a pandas object whose ``attrs`` may hold a ledger handle
+
+
+def _pandas_source(expr: Any) -> Carrier | None:
+    """The pandas frame a ``dd.from_pandas`` expression wraps (None for other expressions).
+
+    Dask rebuilds the metadata of a column selection of such a frame from this source,
+    not from the expression's metadata, so the source must carry the ledger too.
+    """
+    if not any(cls.__name__ == "FromPandas" for cls in type(expr).__mro__):
+        return None
+    wrapped = expr.operand("frame")
+    source = getattr(wrapped, "_data", wrapped)  # Dask wraps it in a small holder
+    return source if isinstance(source, pd.DataFrame | pd.Series) else None
+
+
+def _carriers(frame: Any) -> list[Carrier]:
+    """Where a Dask frame's ledger may be held: its own metadata first, then the metadata
+    of every other expression of its tree and the pandas frames it was built from."""
+    found: dict[int, Carrier] = {}
     for expr in frame.expr.walk():
         try:
             meta = expr._meta
         except NotImplementedError:  # e.g. the list of delayed objects under from_delayed
-            continue
-        if isinstance(meta, pd.DataFrame | pd.Series):
-            found.append(meta)
-    return found
+            meta = None
+        for carrier in (meta, _pandas_source(expr)):
+            if isinstance(carrier, pd.DataFrame | pd.Series):
+                found.setdefault(id(carrier), carrier)
+    return list(found.values())
 
 
-def _ledgers(frame: Any) -> list[tuple[_ledger.Ledger, pd.DataFrame | pd.Series[Any]]]:
-    """Each distinct ledger in ``frame``'s tree, with one metadata frame that holds it."""
-    found: list[tuple[_ledger.Ledger, pd.DataFrame | pd.Series[Any]]] = []
-    for meta in _metas(frame):
-        if _ledger.ATTRS_KEY not in meta.attrs:
+def _ledgers(carriers: Sequence[Carrier]) -> list[_ledger.Ledger]:
+    """The distinct ledgers held by ``carriers``, in order."""
+    found: list[_ledger.Ledger] = []
+    for carrier in carriers:
+        if _ledger.ATTRS_KEY not in carrier.attrs:
             continue
-        ledger = _ledger.ledger_of(meta, create=False)
-        if ledger is not None and all(ledger is not seen for seen, _ in found):
-            found.append((ledger, meta))
+        ledger = _ledger.ledger_of(carrier, create=False)
+        if ledger is not None and all(ledger is not seen for seen in found):
+            found.append(ledger)
     return found
 
 
@@ -135,27 +153,31 @@ def _conflict(ledgers: Sequence[_ledger.Ledger], what: str) -> LedgerConflictErr
 def dask_ledger(frame: Any) -> _ledger.Ledger:
     """The ledger of a Dask DataFrame: the one found in its expression tree, else a new one.
 
-    The ledger found on any expression of the tree (the frame's own metadata first) is
-    also stamped on the frame's own metadata, so that frames derived from it later, and
-    ``persist()``, keep it. A frame with no ledger in its tree gets a new, unlimited one.
+    The ledger is then stamped on every carrier of the tree that has none (the metadata
+    of each expression, the pandas frames of ``dd.from_pandas``), so that frames Dask
+    derives later, including the rewritten expressions of ``optimize()`` and
+    ``persist()``, inherit it through pandas' ``attrs``.
 
     Raises
     ------
     LedgerConflictError
         When the tree holds two different ledgers.
     """
-    found = _ledgers(frame)
+    carriers = _carriers(frame)
+    found = _ledgers(carriers)
     if len(found) > 1:
-        raise _conflict([ledger for ledger, _ in found], "This Dask DataFrame")
-    own = frame._meta
-    if not found:
-        created = _ledger.ledger_of(own)
-        if created is None:  # pragma: no cover - create=True always returns a ledger
-            raise RuntimeError("internal error: no ledger")
-        return created
-    ledger, holder = found[0]
-    if holder is not own:
-        own.attrs[_ledger.ATTRS_KEY] = holder.attrs[_ledger.ATTRS_KEY]
+        raise _conflict(found, "This Dask DataFrame")
+    own = carriers[0]  # the frame's own metadata (walk yields the frame's expression first)
+    ledger = found[0] if found else _ledger.ledger_of(own)
+    if ledger is None:  # pragma: no cover - create=True always returns a ledger
+        raise RuntimeError("internal error: no ledger")
+    handle = own.attrs.get(_ledger.ATTRS_KEY)
+    if handle is None:
+        holder = next(c for c in carriers if _ledger.ledger_of(c, create=False) is ledger)
+        handle = holder.attrs[_ledger.ATTRS_KEY]
+    for carrier in carriers:
+        if _ledger.ATTRS_KEY not in carrier.attrs:
+            carrier.attrs[_ledger.ATTRS_KEY] = handle
     return ledger
 
 
@@ -307,8 +329,8 @@ class DaskData:
                 "where is a Dask Series partitioned differently from the frame; build it from "
                 "the same frame, e.g. where=ddf['Age'] >= 18, or pass an expression string."
             )
-        own = [ledger for ledger, _ in _ledgers(self.frame)]
-        other = [ledger for ledger, _ in _ledgers(where)]
+        own = _ledgers(_carriers(self.frame))
+        other = _ledgers(_carriers(where))
         foreign = [ledger for ledger in other if all(ledger is not mine for mine in own)]
         if foreign:
             raise _conflict([*own, *foreign] if own else foreign * 2, "where=")

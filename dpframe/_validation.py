@@ -84,6 +84,17 @@ def probability(value: Any, name: str) -> float:
     return float(value)
 
 
+def positive_int(value: Any, name: str) -> int:
+    """A positive integer (bools refused), as a Python int."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise InvalidParameterTypeError(
+            f"{name} must be a positive integer, got {value!r} of type {type(value).__name__}."
+        )
+    if int(value) < 1:
+        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
 def choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
     if not isinstance(value, str) or value not in allowed:

@@ -16,6 +16,7 @@ __all__ = [
     "InvalidParameterTypeError",
     "LedgerConflictError",
     "MissingColumnError",
+    "MissingDependencyError",
     "NoiseOverflowError",
 ]
 
@@ -61,3 +62,7 @@ class BudgetExceededError(DPFrameError, ValueError):
 
 class LedgerConflictError(DPFrameError, ValueError):
     """Frames that spend different privacy budgets were combined."""
+
+
+class MissingDependencyError(DPFrameError, ImportError):
+    """An optional dependency is not installed (matplotlib, for :mod:`dpframe.plotting`)."""

@@ -5,7 +5,7 @@ the privacy parameters, never on data), draws on a matplotlib ``Axes`` and retur
 Pass ``ax=`` to draw into an existing figure; otherwise a new figure is created.
 
 matplotlib is imported only when a plot is drawn, so ``import dpframe.plotting`` works
-without it; drawing without it raises :class:`MissingDependencyError`, an
+without it; drawing without it raises :class:`~dpframe.errors.MissingDependencyError`, an
 ``ImportError`` that says how to install it (``pip install "dpframe[plot]"``).
 
 :func:`output_distribution` returns the numbers behind :func:`plot_output_distribution`
@@ -15,7 +15,6 @@ for readers who want to print them rather than look at bars.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -24,14 +23,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe.errors import DPFrameError, InvalidParameterError, InvalidParameterTypeError
+from dpframe.errors import (
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    MissingDependencyError,
+)
 from dpframe.mechanisms import decision_probability, geometric, geometric_accuracy
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = [
-    "MissingDependencyError",
     "output_distribution",
     "plot_decision_curves",
     "plot_error_vs_epsilon",
@@ -43,10 +45,6 @@ _WINDOW_MASS = 1e-3
 # Refuse to draw more bars than this per true value: the figure would be unreadable and slow.
 _MAX_OUTPUTS = 10_001
 _METHODS = ("laplace", "cutoff", "generalized")
-
-
-class MissingDependencyError(DPFrameError, ImportError):
-    """An optional dependency (matplotlib, for :mod:`dpframe.plotting`) is not installed."""
 
 
 # ---------------------------------------------------------------- helpers
@@ -105,17 +103,6 @@ def _upper_tail(k: int, unit: float) -> float:
     """P(N >= k) = a^k / (1 + a) for k >= 1 and 1 / (1 + a) for k = 0 (a = exp(-unit))."""
     a = math.exp(-unit)
     return 1 / (1 + a) if k <= 0 else math.exp(-unit * k) / (1 + a)
-
-
-def _positive_int(value: Any, name: str) -> int:
-    """A positive Python int (bools refused). Could move to dpframe._validation."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise InvalidParameterTypeError(
-            f"{name} must be a positive integer, got {value!r} of type {type(value).__name__}."
-        )
-    if int(value) < 1:
-        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
 
 
 def _check_outputs(size: int) -> None:
@@ -627,7 +614,7 @@ def plot_error_vs_epsilon(
         )
     checked = sorted(_validation.epsilon(e, "epsilons") for e in raw.reshape(-1).tolist())
     level = _validation.probability(alpha, "alpha")
-    n = None if draws is None else _positive_int(draws, "draws")
+    n = None if draws is None else _validation.positive_int(draws, "draws")
     bars = [geometric_accuracy(epsilon=e, sensitivity=sensitivity, alpha=level) for e in checked]
     observed: list[int] = []
     if n is not None:

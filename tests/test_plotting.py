@@ -26,7 +26,12 @@ from numpy.typing import NDArray
 
 import dpframe.mechanisms as dpm
 from dpframe import plotting
-from dpframe.errors import DPFrameError, InvalidParameterError, InvalidParameterTypeError
+from dpframe.errors import (
+    DPFrameError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    MissingDependencyError,
+)
 from tests._stats import FALSE_ALARM, chi_square_pvalue
 
 N_GOF = 200_000
@@ -452,9 +457,7 @@ def test_missing_matplotlib_raises_an_import_error_that_names_the_fix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.axes", None)  # import now fails
-    with pytest.raises(
-        plotting.MissingDependencyError, match=r'pip install "dpframe\[plot\]"'
-    ) as e:
+    with pytest.raises(MissingDependencyError, match=r'pip install "dpframe\[plot\]"') as e:
         plotting.plot_error_vs_epsilon([1.0])
     assert isinstance(e.value, ImportError)
     assert isinstance(e.value, DPFrameError)
