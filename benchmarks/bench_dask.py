@@ -39,6 +39,8 @@ from dask.distributed import Client, LocalCluster
 
 import dpframe
 import dpframe._dask  # registers .dp on Dask DataFrames (done by `import dpframe` with the extra)
+from dpframe import _aggregate
+from dpframe._dask import DaskData
 
 ROWS = 100_000_000
 PARTITION_ROWS = 2_000_000
@@ -208,8 +210,17 @@ def main() -> None:
             return ddf.groupby(["a", "b"])["x"].sum().compute()
 
         shape = dp_counts().shape
-        exact = dask_counts()
-        print(f"table: {shape[0]} x {shape[1]} cells; Dask's groupby returns {len(exact)} groups")
+        groups = [
+            _aggregate.Group(name, pd.Index(keys), ddf._meta[name].dtype)
+            for name, keys in (("a", A_KEYS), ("b", B_KEYS))
+        ]
+        exact_dp = DaskData(ddf).count_table(groups, None)
+        cells = pd.MultiIndex.from_product([A_KEYS, B_KEYS], names=["a", "b"])
+        exact_dask = dask_counts().reindex(cells, fill_value=0).to_numpy().reshape(shape)
+        print(
+            f"table: {shape[0]} x {shape[1]} cells; dpframe's exact table equals Dask's groupby: "
+            f"{bool(np.array_equal(exact_dp, exact_dask))} (total {int(exact_dp.sum()):,} rows)"
+        )
         r = args.repeats
         t_dp = median_seconds(dp_counts, repeats=r)
         t_dask = median_seconds(dask_counts, repeats=r)

@@ -23,41 +23,50 @@ How the ledger follows a Dask DataFrame (verified with dask 2026.8.0, pandas 3.1
 A Dask DataFrame is a tree of expressions, and every expression caches its ``_meta``,
 an empty pandas frame. The ledger handle is stored in ``ddf._meta.attrs["dpframe"]``,
 exactly as on a pandas frame, and pandas copies ``attrs`` (the handle returns itself
-from ``deepcopy``) when Dask computes the metadata of a derived frame from its parent's.
-Since a frame's metadata may have been computed before the budget was set (Dask also
-reuses one expression object for equal expressions), the ledger of a frame is looked
-up in the ``_meta`` of *every* expression of its tree, not only the top one: a frame
-spends the budget of any frame it was derived from. Two different ledgers in one tree
-are refused with :class:`~dpframe.errors.LedgerConflictError`.
+from ``deepcopy``) whenever Dask computes the metadata of a derived frame from its
+parent's. Two Dask behaviours need more than that:
 
-Shared ledger: filters (``ddf[ddf.Age >= 18]``, ``query``), column selection,
-``assign``, ``astype``, ``rename``, ``drop``, ``fillna``, ``dropna``, ``map_partitions``
-(with or without ``meta=``), ``repartition``, ``persist``, ``optimize``, ``shuffle``,
-``set_index``, ``reset_index``, ``sample``, ``copy``, frames derived *before* the
-budget was set (until they are persisted), a second ``dd.read_parquet`` of the same
-files while the first frame is alive (Dask reuses the expression), and
-``dd.from_pandas`` of a budgeted pandas frame (and its ``compute()``, whose partitions
-carry the pandas ledger).
+* a frame's metadata may have been computed before the budget was set, and Dask gives
+  equal expressions one shared object (so ``ddf[ddf.Age >= 18]`` written again after
+  ``set_budget`` is the old expression, with the old metadata). The ledger is
+  therefore looked up in the ``_meta`` of *every* expression of the frame's tree: a
+  frame spends the budget of any frame it was derived from, and two different ledgers
+  in one tree are refused with :class:`~dpframe.errors.LedgerConflictError`;
+* ``optimize()`` and ``persist()`` rewrite the tree (a column selection is pushed down
+  into the parquet reader or ``from_pandas``) and rebuild metadata from the sources'.
+  So whenever the ledger is looked up, it is also stamped on every expression's
+  metadata that has none, including the parquet reader's base metadata and the copy
+  of the pandas frame that ``dd.from_pandas`` wraps (the caller's frame is not touched).
 
-Refused with :class:`~dpframe.errors.LedgerConflictError`: ``dd.concat`` and ``merge``
-of frames with different ledgers (raised by pandas while Dask builds the metadata),
-and a release from a frame that holds columns (``assign``), operands (``a + b``) or a
-``where=`` filter coming from a frame with another ledger.
+Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column selection,
+``assign``, ``astype``, ``rename``, ``drop``, ``fillna``, ``dropna``, ``reset_index``,
+``set_index``, ``shuffle``, ``sample``, ``copy``, ``repartition``, ``map_partitions``
+(with or without ``meta=``), ``optimize``, ``persist`` (also after a column selection
+or a filter), frames derived *before* the budget was set, a second ``dd.read_parquet``
+of the same files (or ``dd.from_pandas`` of equal data) while a frame of the first is
+alive (Dask reuses the expression: equal inputs share one budget), ``dd.from_pandas``
+of a budgeted pandas frame, and ``compute()`` of a ``dd.from_pandas`` frame (its
+partitions carry the handle).
+
+Refused with :class:`~dpframe.errors.LedgerConflictError` (tested): ``dd.concat`` and
+``merge`` of frames with different ledgers (raised by pandas while Dask builds the
+metadata), and a release from a frame holding columns (``assign``) or operands
+(``a + b``) of a frame with another ledger, or with a ``where=`` filter built from one.
 
 Not covered (Dask gives no hook):
 
-* ``head()``, ``compute()``, ``to_delayed()`` and ``to_parquet`` hand over raw rows
-  (pandas frames, files) without the ledger of ``ddf._meta``: that is the data
-  holder's own view, like ``to_numpy()`` in pandas. ``.dp`` on such a pandas frame
-  starts a new, unlimited ledger (unless its rows came from a budgeted pandas frame);
-* ``persist()`` of a frame whose metadata was computed before the budget was set,
-  or of ``map_partitions(..., meta=...)`` with a ``meta`` built from scratch: the
-  persisted frame keeps only that metadata, so its ``.dp`` starts a new ledger. Set
-  the budget before deriving, or touch ``.dp.ledger`` on the frame before persisting
-  it (that stamps the ledger on its metadata);
-* ``dd.read_parquet`` of the same files after every frame of the first read was
-  garbage collected builds new metadata, hence a new ledger (as re-reading a file in
-  pandas does).
+* ``head()``, ``compute()``, ``to_delayed()`` and ``to_parquet`` of frames read from
+  files hand over raw rows without the ledger: that is the data holder's own view,
+  like ``to_numpy()`` in pandas, and ``.dp`` on such a pandas frame starts a new,
+  unlimited ledger;
+* ``persist()`` of a frame whose metadata had no ledger when it was persisted: one
+  derived before the budget was set, or ``map_partitions(..., meta=...)`` with a
+  ``meta`` built from scratch, neither touched by ``.dp`` since. The persisted frame
+  keeps only that metadata, so its ``.dp`` starts a new ledger. Set the budget before
+  deriving (or read ``.dp.ledger`` on the frame before persisting it);
+* reading the same files again after every frame of the first read was garbage
+  collected builds new metadata, hence a new ledger, as re-reading a file in pandas
+  does.
 """
 
 from __future__ import annotations
@@ -83,7 +92,7 @@ from dpframe.errors import (
     NoiseOverflowError,
 )
 
-__all__ = ["DaskDPAccessor", "DaskData"]
+__all__ = ["DaskDPAccessor", "DaskData", "dask_ledger"]
 
 # Exact aggregates travel as int64; like the mechanisms, refuse magnitudes from 2**62 on
 # so that adding partitions (and later noise) can never wrap around.
@@ -96,10 +105,10 @@ _MASK_COLUMN = "__dpframe_where__"
 # ---------------------------------------------------------------- the ledger
 
 
-Carrier = pd.DataFrame | pd.Series  # a pandas object whose ``attrs`` may hold a ledger handle
+_Carrier = pd.DataFrame | pd.Series  # a pandas object whose ``attrs`` may hold a ledger handle
 
 
-def _pandas_source(expr: Any) -> Carrier | None:
+def _pandas_source(expr: Any) -> _Carrier | None:
     """The pandas frame a ``dd.from_pandas`` expression wraps (None for other expressions).
 
     Dask rebuilds the metadata of a column selection of such a frame from this source,
@@ -112,10 +121,10 @@ def _pandas_source(expr: Any) -> Carrier | None:
     return source if isinstance(source, pd.DataFrame | pd.Series) else None
 
 
-def _carriers(frame: Any) -> list[Carrier]:
+def _carriers(frame: Any) -> list[_Carrier]:
     """Where a Dask frame's ledger may be held: its own metadata first, then the metadata
     of every other expression of its tree and the pandas frames it was built from."""
-    found: dict[int, Carrier] = {}
+    found: dict[int, _Carrier] = {}
     for expr in frame.expr.walk():
         try:
             meta = expr._meta
@@ -127,7 +136,7 @@ def _carriers(frame: Any) -> list[Carrier]:
     return list(found.values())
 
 
-def _ledgers(carriers: Sequence[Carrier]) -> list[_ledger.Ledger]:
+def _ledgers(carriers: Sequence[_Carrier]) -> list[_ledger.Ledger]:
     """The distinct ledgers held by ``carriers``, in order."""
     found: list[_ledger.Ledger] = []
     for carrier in carriers:
@@ -390,13 +399,21 @@ class DaskData:
             frame = frame.assign(**{mask: where.series})
             needed.append(mask)
             query = _Query(query.kind, query.groups, query.values, query.grid, mask)
+        # Readable task names (dpframe-aggregate, dpframe-sum), unique to this call.
         token = uuid.uuid4().hex
         shared_query = delayed(query, name=f"dpframe-query-{token}")
-        chunk = delayed(_partition_aggregate, pure=False)
-        parts = [chunk(part, shared_query) for part in frame[needed].to_delayed()]
-        combine = delayed(_sum_arrays, pure=False)
+        chunk, combine = delayed(_partition_aggregate), delayed(_sum_arrays)
+        parts = [
+            chunk(part, shared_query, dask_key_name=(f"dpframe-aggregate-{token}", i))
+            for i, part in enumerate(frame[needed].to_delayed())
+        ]
+        level = 0
         while len(parts) > 1:
-            parts = [combine(*parts[i : i + _FAN_IN]) for i in range(0, len(parts), _FAN_IN)]
+            level += 1
+            parts = [
+                combine(*parts[i : i + _FAN_IN], dask_key_name=(f"dpframe-sum-{token}", level, i))
+                for i in range(0, len(parts), _FAN_IN)
+            ]
         (total,) = compute(parts[0])  # type: ignore[no-untyped-call]  # dask: unannotated
         return cast(NDArray[np.int64], total)
 
@@ -433,8 +450,7 @@ class DaskDPAccessor(DPAccessor):
     Examples
     --------
     >>> import dask.dataframe as dd
-    >>> import dpframe
-    >>> import dpframe._dask
+    >>> import dpframe  # with the dask extra, registers .dp on Dask DataFrames
     >>> from dpframe.datasets import census
     >>> ddf = dd.from_pandas(census(1000, seed=0), npartitions=4)
     >>> ddf.dp.set_budget(epsilon=1.0)

@@ -6,6 +6,7 @@ module), so partitions really are aggregated in other processes.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -22,7 +23,7 @@ distributed = pytest.importorskip("dask.distributed")
 
 import dpframe  # noqa: E402
 import dpframe._dask  # noqa: E402  (registers .dp on Dask DataFrames)
-from dpframe import _aggregate, _random, mechanisms  # noqa: E402
+from dpframe import _aggregate, mechanisms  # noqa: E402
 from dpframe._dask import DaskData, DaskDPAccessor, _sum_arrays  # noqa: E402
 from dpframe.datasets import OCCUPATIONS, SEXES, census  # noqa: E402
 from dpframe.errors import (  # noqa: E402
@@ -35,6 +36,7 @@ from dpframe.errors import (  # noqa: E402
     NoiseOverflowError,
 )
 from tests._stats import FALSE_ALARM, chi_square_pvalue, two_sided_geometric_pmf  # noqa: E402
+from tests.conftest import WordCounter  # noqa: E402
 
 N_ROWS = 6000
 N_PARTITIONS = 5
@@ -61,9 +63,14 @@ def _census(seed: int) -> pd.DataFrame:
     return frame.assign(Balance=balance)
 
 
+_SEEDS = itertools.count(100)
+
+
 @pytest.fixture
 def df() -> pd.DataFrame:
-    return _census(7)
+    # New rows for every test: Dask gives frames built from equal data one expression,
+    # hence one ledger (see dpframe._dask), which would carry spending across tests.
+    return _census(next(_SEEDS))
 
 
 @pytest.fixture
@@ -71,13 +78,13 @@ def ddf(client: Any, df: pd.DataFrame) -> Any:
     return dd.from_pandas(df, npartitions=N_PARTITIONS)
 
 
-@pytest.fixture(scope="module")
-def parquet_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("census_parquet")
-    frame = _census(8)
+@pytest.fixture
+def parquet_dir(tmp_path: Path) -> Path:
+    """Census rows in 4 parquet files (new files for every test: equal reads share a ledger)."""
+    frame = _census(next(_SEEDS))
     for i, start in enumerate(range(0, N_ROWS, N_ROWS // 4)):
-        frame.iloc[start : start + N_ROWS // 4].to_parquet(path / f"part-{i}.parquet")
-    return path
+        frame.iloc[start : start + N_ROWS // 4].to_parquet(tmp_path / f"part-{i}.parquet")
+    return tmp_path
 
 
 def _declared(frame: Any) -> Any:
@@ -87,24 +94,6 @@ def _declared(frame: Any) -> Any:
             "Sex": pd.CategoricalDtype(list(SEXES)),
         }
     )
-
-
-class _Counter:
-    words = 0
-
-
-@pytest.fixture
-def words(monkeypatch: pytest.MonkeyPatch) -> _Counter:
-    """Counts the cryptographic words drawn on the client (where all noise is drawn)."""
-    counter = _Counter()
-    original = _random.CryptoBitSource.words
-
-    def counting(self: _random.CryptoBitSource, n: int) -> NDArray[np.uint64]:
-        counter.words += n
-        return original(self, n)
-
-    monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
-    return counter
 
 
 def _tasks_run(client: Any, call: Callable[[], object]) -> tuple[list[Any], BaseException | None]:
@@ -251,6 +240,8 @@ RELEASES: dict[str, Callable[[Any], Any]] = {
 def test_releases_are_shaped_and_labelled_as_on_pandas(name: str, ddf: Any) -> None:
     release = RELEASES[name]
     computed = ddf.compute()
+    computed.dp.set_budget(epsilon=100.0)  # its own ledger, attached before it is derived from
+    ddf.dp.set_budget(epsilon=100.0)
     dask_result, pandas_result = release(ddf), release(computed)
     if isinstance(pandas_result, bool):
         assert isinstance(dask_result, bool)
@@ -334,16 +325,16 @@ def test_noise_is_drawn_once_on_the_client_on_the_whole_exact_table(
 
 
 def test_check_then_charge_and_a_refused_call_computes_and_draws_nothing(
-    client: Any, ddf: Any, words: _Counter
+    client: Any, ddf: Any, word_counter: WordCounter
 ) -> None:
     ddf.dp.set_budget(epsilon=1.0)
     ddf.dp.crosstab("Occupation", "Sex", epsilon=0.75)
     assert ddf.dp.ledger.spent.epsilon == Fraction(3, 4)
-    drawn = words.words
+    drawn = word_counter.words
     tasks, raised = _tasks_run(client, lambda: ddf.dp.count(epsilon=0.5, by="Sex"))
     assert isinstance(raised, BudgetExceededError)
     assert tasks == []
-    assert words.words == drawn
+    assert word_counter.words == drawn
     assert ddf.dp.ledger.spent.epsilon == Fraction(3, 4)
     assert len(ddf.dp.ledger.history) == 1
     ddf.dp.count(epsilon=0.25)  # exactly what remains
@@ -361,6 +352,8 @@ DERIVED: dict[str, Callable[[Any], Any]] = {
     "fillna": lambda f: f.fillna({"Balance": 0.0}),
     "dropna": lambda f: f.dropna(),
     "reset_index": lambda f: f.reset_index(),
+    "set_index": lambda f: f.set_index("Age"),
+    "shuffle": lambda f: f.shuffle("Occupation"),
     "repartition": lambda f: f.repartition(npartitions=2),
     "persist": lambda f: f.persist(),
     "filter, then persist": lambda f: f[f["Age"] >= 30].persist(),
@@ -399,11 +392,15 @@ def test_frames_derived_before_the_budget_was_set_share_it(ddf: Any) -> None:
     assert early.persist().dp.ledger is ddf.dp.ledger
 
 
-def test_two_reads_of_the_same_files_share_the_ledger(parquet_dir: Path) -> None:
+def test_equal_inputs_share_the_ledger_while_a_frame_of_them_lives(
+    parquet_dir: Path, df: pd.DataFrame, ddf: Any
+) -> None:
+    # Dask gives equal expressions one object, hence one metadata frame and one ledger.
     first = _declared(dd.read_parquet(parquet_dir))
     first.dp.set_budget(epsilon=1.0)
-    second = _declared(dd.read_parquet(parquet_dir))
-    assert second.dp.ledger is first.dp.ledger
+    assert dd.read_parquet(parquet_dir).dp.ledger is first.dp.ledger
+    ddf.dp.set_budget(epsilon=1.0)
+    assert dd.from_pandas(df.copy(), npartitions=N_PARTITIONS).dp.ledger is ddf.dp.ledger
 
 
 def test_from_pandas_shares_the_pandas_frames_ledger(client: Any, df: pd.DataFrame) -> None:
@@ -415,11 +412,23 @@ def test_from_pandas_shares_the_pandas_frames_ledger(client: Any, df: pd.DataFra
     assert lazy.compute().dp.ledger is df.dp.ledger
 
 
-def test_head_and_compute_leave_the_dask_ledger_behind(ddf: Any) -> None:
-    # Documented: head() and compute() hand raw rows to the data holder, like to_numpy().
+def test_a_budget_set_on_a_dask_frame_follows_its_pandas_source(df: pd.DataFrame, ddf: Any) -> None:
     ddf.dp.set_budget(epsilon=1.0)
-    assert ddf.head(5).dp.ledger is not ddf.dp.ledger
-    assert ddf.compute().dp.ledger is not ddf.dp.ledger
+    # Dask rebuilds a column selection of a from_pandas frame from the pandas source, so
+    # the ledger is stamped there too: optimize and persist keep it, and so does compute.
+    assert ddf[["Sex", "Age"]].persist().dp.ledger is ddf.dp.ledger
+    assert ddf.compute().dp.ledger is ddf.dp.ledger
+    assert df.dp.ledger is not ddf.dp.ledger  # Dask wraps a copy: the caller's frame is untouched
+
+
+def test_head_and_compute_of_files_leave_the_ledger_behind(parquet_dir: Path) -> None:
+    # Documented: head() and compute() hand raw rows to the data holder, like to_numpy();
+    # rows read from files carry no ledger.
+    lazy = _declared(dd.read_parquet(parquet_dir))
+    lazy.dp.set_budget(epsilon=1.0)
+    assert lazy.head(5).dp.ledger is not lazy.dp.ledger
+    assert lazy.compute().dp.ledger is not lazy.dp.ledger
+    assert lazy[["Sex", "Age"]].persist().dp.ledger is lazy.dp.ledger
 
 
 def test_frames_with_different_ledgers_cannot_be_combined(client: Any) -> None:
@@ -431,9 +440,9 @@ def test_frames_with_different_ledgers_cannot_be_combined(client: Any) -> None:
         dd.concat([left, right])
     with pytest.raises(LedgerConflictError):
         left.merge(right, on="Age")
-    mixed = left.assign(Other=right["Age"])
-    with pytest.raises(LedgerConflictError, match="different privacy budgets"):
-        mixed.dp.count(epsilon=0.1)
+    for mixed in (left.assign(Other=right["Age"]), left[["Age"]] + right[["Age"]]):
+        with pytest.raises(LedgerConflictError, match="different privacy budgets"):
+            mixed.dp.count(epsilon=0.1)
     with pytest.raises(LedgerConflictError, match="where="):
         left.dp.count(epsilon=0.1, where=right["Age"] > 30)
     assert left.dp.ledger.spent.epsilon == right.dp.ledger.spent.epsilon == 0
@@ -510,7 +519,7 @@ BAD_CALLS: dict[str, tuple[Callable[[Any], object], type[Exception], str]] = {
         "boolean",
     ),
     "pandas where": (
-        lambda f: f.dp.count(epsilon=1.0, where=f.compute()["Age"] > 3),
+        lambda f: f.dp.count(epsilon=1.0, where=pd.Series(True, index=range(N_ROWS))),
         InvalidParameterTypeError,
         "Dask Series",
     ),
@@ -543,7 +552,9 @@ def test_bad_input_is_refused_before_any_computation(name: str, client: Any, ddf
     _refuses(client, ddf, lambda: call(ddf), error, match)
 
 
-def test_a_failing_partition_charges_nothing(client: Any, ddf: Any, words: _Counter) -> None:
+def test_a_failing_partition_charges_nothing(
+    client: Any, ddf: Any, word_counter: WordCounter
+) -> None:
     def broken(partition: pd.DataFrame) -> pd.DataFrame:
         if len(partition) and partition.index[0] > 0:
             raise RuntimeError("a partition could not be read")
@@ -552,6 +563,6 @@ def test_a_failing_partition_charges_nothing(client: Any, ddf: Any, words: _Coun
     failing = ddf.map_partitions(broken, meta=ddf._meta)
     with pytest.raises(RuntimeError, match="could not be read"):
         failing.dp.count(epsilon=1.0)
-    assert words.words == 0
+    assert word_counter.words == 0
     assert ddf.dp.ledger.spent.epsilon == 0
     assert math.isinf(ddf.dp.ledger.total.epsilon)
