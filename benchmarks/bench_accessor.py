@@ -45,9 +45,9 @@ def crosstab_case(n_rows: int, n_cols: int) -> None:
     a = df["a"].cat.codes.to_numpy().astype(np.intp)
     b = df["b"].cat.codes.to_numpy().astype(np.intp)
     combined = a * n_cols + b  # the floor: one bincount on precombined codes
-    t_dp = median_seconds(lambda: df.dp.crosstab("a", "b", epsilon=1.0), repeats=5)
+    t_dp = median_seconds(lambda: df.dp.crosstab("a", "b", epsilon=1.0), repeats=9)
     t_pd = median_seconds(lambda: pd.crosstab(df["a"], df["b"]), repeats=3)
-    t_floor = median_seconds(lambda: np.bincount(combined, minlength=n_rows * n_cols), repeats=5)
+    t_floor = median_seconds(lambda: np.bincount(combined, minlength=n_rows * n_cols), repeats=9)
     m_dp = peak_mib(lambda: df.dp.crosstab("a", "b", epsilon=1.0))
     m_pd = peak_mib(lambda: pd.crosstab(df["a"], df["b"]))
     print(f"crosstab, categorical {n_rows}x{n_cols}, {N:,} rows")
@@ -75,8 +75,8 @@ def sum_case() -> None:
     gen = np.random.default_rng(1)
     df = pd.DataFrame({"x": gen.normal(50_000, 20_000, N)})
     s = df["x"]
-    t_dp = median_seconds(lambda: df.dp.sum("x", epsilon=1.0, bounds=(0, 200_000)), repeats=5)
-    t_pd = median_seconds(lambda: s.clip(0, 200_000).sum(), repeats=5)
+    t_dp = median_seconds(lambda: df.dp.sum("x", epsilon=1.0, bounds=(0, 200_000)), repeats=9)
+    t_pd = median_seconds(lambda: s.clip(0, 200_000).sum(), repeats=9)
     m_dp = peak_mib(lambda: df.dp.sum("x", epsilon=1.0, bounds=(0, 200_000)))
     m_pd = peak_mib(lambda: s.clip(0, 200_000).sum())
     print(f"sum of {N:,} floats, bounds (0, 200000)")

@@ -24,7 +24,12 @@ from numpy.typing import NDArray
 
 from dpframe import _aggregate, _decisions, _geometric, _ledger, _results, _validation, mechanisms
 from dpframe._random import bit_source
-from dpframe.errors import DomainError, InvalidParameterError, InvalidParameterTypeError
+from dpframe.errors import (
+    DomainError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    NoiseOverflowError,
+)
 
 __all__ = ["DPAccessor", "dp"]
 
@@ -133,18 +138,23 @@ class DPAccessor:
     def _spend(
         self,
         cost: tuple[Fraction, Fraction],
-        release: Callable[[], tuple[T, list[_results.Release]]],
+        release: Callable[[list[_results.Release]], T],
     ) -> T:
-        """Check the whole cost, draw, then charge every part of the release."""
+        """Check the whole cost, release, then charge every part whose noise was drawn.
+
+        ``release`` appends each part to the list it is given right after drawing that
+        part's noise (its metadata, error bars included, is computed before the draw).
+        The parts are charged together even if a later step fails, so drawn noise is
+        never free; a call refused before any draw charges nothing.
+        """
         ledger = self.ledger
         ledger.check(*cost)
+        drawn: list[_results.Release] = []
         try:
-            value, parts = release()
-        except _PartlySpentError as failed:
-            _charge(ledger, failed.parts)  # noise already drawn is charged, then the error
-            raise
-        _charge(ledger, parts)
-        return value
+            return release(drawn)
+        finally:
+            if drawn:
+                _charge(ledger, drawn)
 
     # ------------------------------------------------------------ count
 
@@ -206,18 +216,20 @@ class DPAccessor:
         )
         private = rng is None
 
-        def release() -> tuple[Any, list[_results.Release]]:
+        part = self._count_release("count", grouping, eps, private, keep_nonnegative)
+
+        def release(drawn: list[_results.Release]) -> Any:
             if grouping is None:
                 exact = np.array([self._data.row_count(mask)])
             else:
                 exact = self._data.count_table(grouping.groups, mask).reshape(-1)
             noisy = mechanisms.geometric(exact, epsilon=eps, rng=rng)
-            part = self._count_release("count", grouping, eps, private, keep_nonnegative)
+            drawn.append(part)
             if keep_nonnegative:
                 noisy = np.maximum(noisy, 0)
             if grouping is None:
-                return _results.scalar(int(noisy[0]), part, integer=True), [part]
-            return _results.series(noisy, grouping.index(), "count", part), [part]
+                return _results.scalar(int(noisy[0]), part, integer=True)
+            return _results.series(noisy, grouping.index(), "count", part)
 
         return self._spend((eps, Fraction(0)), release)
 
@@ -327,49 +339,33 @@ class DPAccessor:
                     "sum needs bounds=(lo, hi), the declared range of one value (for example "
                     'bounds=(0, 150000) for earnings), or bounds="auto" to estimate them privately.'
                 )
-            checked_bounds = _validation.real_bounds(bounds)
+            checked_bounds = _validation.sum_bounds(bounds)
             share = Fraction(0)
+        sum_eps = eps - share
+        _check_sum_epsilon(sum_eps)
         private = rng is None
         names = [str(column)] + ([] if grouping is None else [str(n) for n in grouping.names])
 
-        def release() -> tuple[Any, list[_results.Release]]:
-            parts: list[_results.Release] = []
+        def release(drawn: list[_results.Release]) -> Any:
             if checked_bounds is None:
                 histogram = self._data.log_histogram(values, mask)
-                found, bounds_part = _approx_bounds(histogram, share, names, private, rng)
-                parts.append(bounds_part)
-                lo, hi = found
+                lo, hi = _approx_bounds(histogram, share, names, private, rng, drawn)
             else:
                 lo, hi = checked_bounds
             grid = _aggregate.SumGrid.for_bounds(lo, hi)
+            part = _sum_release("sum", names, sum_eps, grid, private)
             if grouping is None:
                 exact = np.array([self._data.sum_total(values, grid, mask)])
             else:
                 exact = self._data.sum_table(values, grid, grouping.groups, mask).reshape(-1)
-            sum_eps = eps - share
-            sensitivity = max(grid.sensitivity_units, 1)
             noisy_units = mechanisms.geometric(
-                exact, epsilon=sum_eps, sensitivity=sensitivity, rng=rng
+                exact, epsilon=sum_eps, sensitivity=grid.sensitivity_units, rng=rng
             )
+            drawn.append(part)
             noisy = noisy_units.astype(np.float64) * grid.step
-            plan = _geometric.geometric_plan(sum_eps / sensitivity, None, False)
-            part = _results.Release(
-                method="sum",
-                columns=names,
-                mechanism="geometric on a fixed-point grid",
-                epsilon=sum_eps,
-                delta=Fraction(0),
-                sensitivity=sensitivity * grid.step,
-                noise_scale=sensitivity * grid.step / float(sum_eps),
-                private=private,
-                alpha=_ALPHA,
-                error_bound=_geometric.half_width(plan, Fraction(_ALPHA)) * grid.step,
-                notes={"bounds": [lo, hi], "grid_step": grid.step},
-            )
-            parts.append(part)
             if grouping is None:
-                return _results.scalar(float(noisy[0]), part, integer=False), parts
-            return _results.series(noisy, grouping.index(), f"sum of {column}", part), parts
+                return _results.scalar(float(noisy[0]), part, integer=False)
+            return _results.series(noisy, grouping.index(), f"sum of {column}", part)
 
         return self._spend((eps, Fraction(0)), release)
 
@@ -465,7 +461,14 @@ class DPAccessor:
                 raise InvalidParameterError(
                     "a crosstab of sums needs bounds=(lo, hi), the declared range of one value."
                 )
-            checked_bounds = _validation.real_bounds(bounds)
+            checked_bounds = _validation.sum_bounds(bounds)
+            if keep_nonnegative and checked_bounds[0] < 0:
+                raise InvalidParameterError(
+                    "nonnegative=True sets negative noisy sums to 0, which is only sound when no "
+                    f"value can be negative; bounds={bounds!r} allows negatives. Drop "
+                    "nonnegative=True, or declare bounds with lo >= 0."
+                )
+            _check_sum_epsilon(eps)
             summed = self._data.numeric(values, "values")
         elif bounds is not None:
             raise InvalidParameterError('bounds is only used with values= and aggfunc="sum".')
@@ -480,53 +483,39 @@ class DPAccessor:
         private = rng is None
         names = [str(n) for n in [*row_names, *col_names]]
 
-        def release() -> tuple[pd.DataFrame, list[_results.Release]]:
-            groups = rows.groups + cols.groups
-            shape = (math.prod(rows.sizes), math.prod(cols.sizes))
+        groups = rows.groups + cols.groups
+        shape = (math.prod(rows.sizes), math.prod(cols.sizes))
+        post = ["negative cells set to 0"] if keep_nonnegative else []
+        post += ["margins from the noisy cells"] if with_margins else []
+        post += [f"normalized ({normalize})"] if normalize is not False else []
+        if summing:
+            grid = _aggregate.SumGrid.for_bounds(*checked_bounds)
+            part = _sum_release("crosstab", names, eps, grid, private, post)
+            unit_eps, step = eps / grid.sensitivity_units, grid.step
+        else:
+            part = self._count_release("crosstab", None, eps, private, False)
+            part.columns, part.post_processing = names, post
+            unit_eps, step = eps, 1.0
+        bars = _bar_widths(unit_eps, step, shape, with_margins, keep_nonnegative)
+
+        def release(drawn: list[_results.Release]) -> pd.DataFrame:
+            cells: NDArray[Any]
             if summing:
-                lo, hi = checked_bounds
-                grid = _aggregate.SumGrid.for_bounds(lo, hi)
                 exact = self._data.sum_table(summed, grid, groups, None).reshape(shape)
-                sensitivity = max(grid.sensitivity_units, 1)
-                noisy = mechanisms.geometric(exact, epsilon=eps, sensitivity=sensitivity, rng=rng)
-                cells: NDArray[Any] = noisy.astype(np.float64) * grid.step
-                unit_eps, step = eps / sensitivity, grid.step
-                mechanism = "geometric on a fixed-point grid"
-                noise_scale = sensitivity * step / float(eps)
-                sens_value = sensitivity * step
-                notes: dict[str, Any] = {"bounds": [lo, hi], "grid_step": step}
+                noisy = mechanisms.geometric(
+                    exact, epsilon=eps, sensitivity=grid.sensitivity_units, rng=rng
+                )
+                drawn.append(part)
+                cells = noisy.astype(np.float64) * grid.step
             else:
                 exact = self._data.count_table(groups, None).reshape(shape)
                 cells = mechanisms.geometric(exact, epsilon=eps, rng=rng)
-                unit_eps, step, mechanism = eps, 1.0, "geometric"
-                noise_scale, sens_value, notes = float(1 / eps), 1.0, {}
-            post = []
+                drawn.append(part)
             if keep_nonnegative:
                 cells = np.maximum(cells, 0)
-                post.append("negative cells set to 0")
             table = _table(cells, rows, cols, with_margins, margins_name, normalize)
-            if with_margins:
-                post.append("margins from the noisy cells")
-            if normalize is not False:
-                post.append(f"normalized ({normalize})")
-            bound = _cell_bounds(
-                unit_eps, step, shape, with_margins, normalize, keep_nonnegative, table.shape
-            )
-            part = _results.Release(
-                method="crosstab",
-                columns=names,
-                mechanism=mechanism,
-                epsilon=eps,
-                delta=Fraction(0),
-                sensitivity=sens_value,
-                noise_scale=noise_scale,
-                private=private,
-                alpha=_ALPHA,
-                error_bound=bound,
-                post_processing=post,
-                notes=notes,
-            )
-            return _results.frame(table, part), [part]
+            part.error_bound = _cell_bounds(bars, normalize, table.shape)
+            return _results.frame(table, part)
 
         return self._spend((eps, Fraction(0)), release)
 
@@ -586,7 +575,18 @@ class DPAccessor:
         cost = _decisions.decision_cost(params.epsilon, params.delta, params.method)
         private = rng is None
 
-        def release() -> tuple[bool, list[_results.Release]]:
+        part = _results.Release(
+            method="threshold_decision",
+            columns=[],
+            mechanism=f"{params.method} decision",
+            epsilon=cost[0],
+            delta=cost[1],
+            sensitivity=1,
+            noise_scale=None,
+            private=private,
+        )
+
+        def release(drawn: list[_results.Release]) -> bool:
             count = self._data.row_count(mask)
             decided = _decisions.sample_decisions(
                 np.array([count], dtype=np.int64),
@@ -597,17 +597,8 @@ class DPAccessor:
                 p=params.p,
                 source=bit_source(rng),
             )
-            part = _results.Release(
-                method="threshold_decision",
-                columns=[],
-                mechanism=f"{params.method} decision",
-                epsilon=cost[0],
-                delta=cost[1],
-                sensitivity=1,
-                noise_scale=None,
-                private=private,
-            )
-            return bool(decided[0]), [part]
+            drawn.append(part)
+            return bool(decided[0])
 
         return self._spend(cost, release)
 
@@ -628,14 +619,6 @@ def _charge(ledger: _ledger.Ledger, parts: Sequence[_results.Release]) -> None:
             for part in parts
         ]
     )
-
-
-class _PartlySpentError(InvalidParameterError):
-    """A release failed after some of its noise was drawn; ``parts`` must still be charged."""
-
-    def __init__(self, message: str, parts: list[_results.Release]) -> None:
-        super().__init__(message)
-        self.parts = parts
 
 
 # ---------------------------------------------------------------- tables
@@ -683,32 +666,79 @@ def _long_labels(grouping: _Grouping, *, repeat: int = 1, tile: int = 1) -> list
     return labels
 
 
-def _cell_bounds(
-    unit_eps: Fraction,
-    step: float,
-    shape: tuple[int, int],
-    margins: bool,
-    normalize: Any,
-    nonnegative: bool,
-    out_shape: tuple[int, int],
-) -> Any:
-    """95% half-width of every released cell (None where no bound is computed)."""
+@dataclass(frozen=True)
+class _Bars:
+    """95% half-widths of a table's cells and margins, computed before any noise is drawn."""
+
+    cell: float
+    row_margin: float | None  # a row's margin adds one row's cells
+    column_margin: float | None
+    total: float | None
+
+
+def _bar_widths(
+    unit_eps: Fraction, step: float, shape: tuple[int, int], margins: bool, nonnegative: bool
+) -> _Bars:
     plan = _geometric.geometric_plan(unit_eps, None, False)
-    cell = _geometric.half_width(plan, Fraction(_ALPHA)) * step
+    cell = float(_geometric.half_width(plan, Fraction(_ALPHA)) * step)
+    if not margins:
+        return _Bars(cell, None, None, None)
+
+    def margin(k: int) -> float:
+        # with negatives set to 0 the errors no longer cancel: bound the sum of |noise|
+        return float(_geometric.sum_half_width(unit_eps, k, _ALPHA, absolute=nonnegative) * step)
+
+    n_rows, n_cols = shape
+    return _Bars(cell, margin(n_cols), margin(n_rows), margin(n_rows * n_cols))
+
+
+def _cell_bounds(bars: _Bars, normalize: Any, out_shape: tuple[int, int]) -> Any:
+    """The half-width of every released cell, shaped like the table (None if normalized)."""
     if normalize is not False:
         return None  # a ratio of noisy values: no simple bound
-    bounds = np.full(out_shape, float(cell))
-    if margins:
-        n_rows, n_cols = shape
-
-        def margin(k: int) -> float:
-            width = _geometric.sum_half_width(unit_eps, k, _ALPHA, absolute=nonnegative)
-            return float(width * step)
-
-        bounds[:-1, -1] = margin(n_cols)
-        bounds[-1, :-1] = margin(n_rows)
-        bounds[-1, -1] = margin(n_rows * n_cols)
+    bounds = np.full(out_shape, bars.cell)
+    if bars.total is not None:
+        bounds[:-1, -1] = bars.row_margin
+        bounds[-1, :-1] = bars.column_margin
+        bounds[-1, -1] = bars.total
     return bounds
+
+
+def _sum_release(
+    method: str,
+    columns: list[str],
+    epsilon: Fraction,
+    grid: _aggregate.SumGrid,
+    private: bool,
+    post: list[str] | None = None,
+) -> _results.Release:
+    """The metadata of a clamped sum on ``grid``, error bar included (before any draw)."""
+    units = grid.sensitivity_units
+    plan = _geometric.geometric_plan(epsilon / units, None, False)
+    return _results.Release(
+        method=method,
+        columns=columns,
+        mechanism="geometric on a fixed-point grid",
+        epsilon=epsilon,
+        delta=Fraction(0),
+        sensitivity=units * grid.step,
+        noise_scale=units * grid.step / float(epsilon),
+        private=private,
+        alpha=_ALPHA,
+        error_bound=_geometric.half_width(plan, Fraction(_ALPHA)) * grid.step,
+        post_processing=post or [],
+        notes={"bounds": [grid.lo, grid.hi], "grid_step": grid.step},
+    )
+
+
+def _check_sum_epsilon(epsilon: Fraction) -> None:
+    """Refuse, before anything is drawn, a sum whose noise on the grid would overflow int64."""
+    if epsilon / 2**_aggregate.SUM_GRID_BITS < _geometric.MIN_UNIT_EPSILON:
+        raise NoiseOverflowError(
+            f"epsilon {float(epsilon):g} is too small for a sum: its noise, on the fixed-point "
+            f"grid of 2**{_aggregate.SUM_GRID_BITS} steps per bound, could overflow int64. Use "
+            f"epsilon >= 1e-7."
+        )
 
 
 # ---------------------------------------------------------------- automatic bounds
@@ -720,7 +750,8 @@ def _approx_bounds(
     columns: list[str],
     private: bool,
     rng: Any,
-) -> tuple[tuple[float, float], _results.Release]:
+    drawn: list[_results.Release],
+) -> tuple[float, float]:
     """Private bounds from a noisy log-scale histogram (seed 004's ApproxBounds).
 
     ``counts``: the rows per bin of ``_aggregate.log_histogram``: [0, 1], (1, 2], (2, 4],
@@ -728,16 +759,14 @@ def _approx_bounds(
     fixed in advance). One row falls in one bin, so the noisy counts are ``epsilon``-DP.
     A bin is "occupied" when its noisy count exceeds a threshold t chosen so that an
     empty bin passes it with probability below 1e-9 in total; the bounds are the outer
-    edges of the outermost occupied bins.
+    edges of the outermost occupied bins. The release is appended to ``drawn`` as soon
+    as its noise is drawn, so it is charged even if no bin is occupied.
     """
     edges = _aggregate.LOG_EDGES
     n_bins = len(edges)
-    noisy = mechanisms.geometric(counts, epsilon=epsilon, rng=rng)
     alpha = math.exp(-float(epsilon))
     # P(N > t) = alpha^(t+1) / (1 + alpha); union over all bins below 1e-9.
     threshold = math.ceil(math.log(1e-9 * (1 + alpha) / (2 * n_bins)) / math.log(alpha))
-    occupied_pos = np.flatnonzero(noisy[:n_bins] > threshold)
-    occupied_neg = np.flatnonzero(noisy[n_bins:] > threshold)
     part = _results.Release(
         method="sum bounds (auto)",
         columns=columns,
@@ -749,18 +778,21 @@ def _approx_bounds(
         private=private,
         notes={"threshold": threshold},
     )
+    noisy = mechanisms.geometric(counts, epsilon=epsilon, rng=rng)
+    drawn.append(part)
+    occupied_pos = np.flatnonzero(noisy[:n_bins] > threshold)
+    occupied_neg = np.flatnonzero(noisy[n_bins:] > threshold)
     if not occupied_pos.size and not occupied_neg.size:
-        raise _PartlySpentError(
+        raise InvalidParameterError(
             f'bounds="auto" found no bin with more than {threshold} rows (noisy), so it cannot '
             f"place the bounds; its share of epsilon ({float(epsilon):g}) was spent. Pass "
-            f"bounds=(lo, hi) yourself, or a larger bounds_epsilon.",
-            [part],
+            f"bounds=(lo, hi) yourself, or a larger bounds_epsilon."
         )
     hi = float(edges[occupied_pos.max()]) if occupied_pos.size else 0.0
     lo = -float(edges[occupied_neg.max()]) if occupied_neg.size else 0.0
     if lo == hi:  # only the [0, 1] bin: keep a non-empty range
         hi = 1.0
-    return (lo, hi), part
+    return lo, hi
 
 
 def dp(frame: pd.DataFrame) -> DPAccessor:

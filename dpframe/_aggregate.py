@@ -30,6 +30,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe import _validation
+from dpframe.errors import NoiseOverflowError
 
 __all__: list[str] = []
 
@@ -40,7 +41,9 @@ _LIMB_BITS = 17
 _LIMB_MASK = np.int64((1 << _LIMB_BITS) - 1)
 # Non-negative offset added to units before splitting them into limbs.
 _OFFSET = np.int64(1) << np.int64(SUM_GRID_BITS + 1)
-_BLOCK = 1 << 16
+# Most rows a sum may cover: |unit| <= 2**32, so int64 totals stay below 2**62.
+MAX_SUM_ROWS = 2**30
+_BLOCK = 1 << 17  # rows per block: fits L2 as int16 keys; block sums stay below 2**49
 
 Codes = NDArray[np.signedinteger]
 
@@ -188,13 +191,23 @@ def _usable(values: NDArray[np.float64], mask: NDArray[np.bool_] | None, rows: s
     return mask[rows] & ~missing
 
 
+def _check_sum_rows(n_rows: int) -> None:
+    """Refuse sums over more than MAX_SUM_ROWS rows (int64 totals of grid units could wrap)."""
+    if n_rows > MAX_SUM_ROWS:
+        raise NoiseOverflowError(
+            f"a sum over {n_rows:,} rows could overflow int64 on dpframe's fixed-point grid "
+            f"(limit {MAX_SUM_ROWS:,}); sum parts of the frame and add the releases."
+        )
+
+
 def sum_total(grid: SumGrid, values: NDArray[np.float64], mask: NDArray[np.bool_] | None) -> int:
     """Exact clamped sum in grid units, leaving out NaN and rows outside ``mask``.
 
     Within a block every rounded value is an integer of magnitude at most 2**32, so
-    float64 adds a block's (at most 2**16) of them exactly, in any order: all partial
+    float64 adds a block's (at most 2**17) of them exactly, in any order: all partial
     sums are integers below 2**53. Blocks are then added as Python integers.
     """
+    _check_sum_rows(len(values))
     scale = 1.0 / grid.step  # a power of two: exact
     total = 0
     buffer = np.empty(min(len(values), _BLOCK), dtype=np.float64)
@@ -225,6 +238,7 @@ def sum_table(
     ``np.bincount`` sums float64 weights; splitting each (offset, non-negative) unit
     into 17-bit limbs keeps every partial sum below 2**53, so the float sums are exact.
     """
+    _check_sum_rows(len(values))
     full = math.prod(s + 1 for s in sizes)
     total = np.zeros(full, dtype=np.int64)
     scratch, shift = _scratch(len(values), full), _shift(sizes)

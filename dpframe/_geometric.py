@@ -26,6 +26,7 @@ never used.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -409,14 +410,66 @@ def truncation_factor(alpha: Decimal, n: int) -> Decimal:
 # The realized coins deviate from the ideal geometric by far less than this (relative, per
 # probability); it is taken off the rejection mechanism's epsilon on top of ln M.
 _REJECTION_MARGIN = Fraction(1, 2**20)
+# Widest bounds the rejection variant verifies (one exact acceptance probability per value).
+MAX_REJECTION_WIDTH = 10_000
 
 
-def rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
-    """ε' = ε − ln M − margin, as a rational (may be <= 0: the caller refuses that)."""
+def seed_rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
+    """Seed 002's ε' = ε − ln M (M from α = exp(−ε) and n = reach), less a 2^-20 margin."""
     with precise():
         m = truncation_factor(exp_decimal(-unit_epsilon), reach)
         log_m = Fraction(m.ln())
     return unit_epsilon - log_m - _REJECTION_MARGIN * unit_epsilon
+
+
+def _acceptance_ratio(plan: GeometricPlan, reach: int) -> Fraction:
+    """Largest ratio A(v)/A(v±1) of the exact acceptance probabilities of neighbouring values.
+
+    A(v) = P(lo <= v + N <= hi) = 1 - (P(|N| > hi - v) + P(|N| > v - lo)) / 2.
+    """
+    tails = [magnitude_tail(plan, a) for a in range(reach + 1)]
+    accept = [1 - (tails[reach - k] + tails[k]) / 2 for k in range(reach + 1)]
+    return max(max(a / b, b / a) for a, b in itertools.pairwise(accept))
+
+
+def _rejection_is_private(candidate: Fraction, unit_epsilon: Fraction, reach: int) -> bool:
+    """Exact check of the rejection variant's loss: pointwise ratio times acceptance ratio.
+
+    For an output o in [lo, hi], P_v(o) / P_{v+1}(o) = [P(N = o-v) / P(N = o-v-1)] ·
+    [A(v+1) / A(v)]; the plan verifies the first factor is at most its ratio bound L, and
+    the second is computed exactly here. Both together must stay below exp(ε).
+    """
+    if candidate <= 0:
+        return False
+    plan = geometric_plan(candidate, reach + 1, False)
+    loss_bound = plan.ratio_bound * _acceptance_ratio(plan, reach)
+    return loss_bound <= exp_lower_bound(unit_epsilon)
+
+
+@functools.lru_cache(maxsize=256)
+def rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
+    """The ε' the rejection variant draws with: seed 002's ε − ln M whenever that is ε-DP.
+
+    Seed 002 bounds how much the probability of *rejecting* changes between neighbouring
+    values (the factor M); conditioning on acceptance divides by ``1 - P(reject)``,
+    whose ratio can be larger, so ε − ln M is not always enough (at ε = 0.1 and width 3
+    the loss would be 0.118). dpframe therefore checks the seed's ε' exactly (see
+    :func:`_rejection_is_private`) and, where it falls short, uses the largest ε' of a
+    halving search that passes the same check (ε/2 always does: the acceptance ratio is
+    then at most exp(ε/2)). Returns 0 when nothing passes; the caller refuses that.
+    """
+    seed = seed_rejection_epsilon(unit_epsilon, reach)
+    if _rejection_is_private(seed, unit_epsilon, reach):
+        return seed
+    candidate = seed if seed > 0 else unit_epsilon / 2
+    for _ in range(12):
+        candidate = (
+            (candidate + unit_epsilon / 2) / 2 if candidate > unit_epsilon / 2 else candidate
+        )
+        if _rejection_is_private(candidate, unit_epsilon, reach):
+            return candidate
+    half = unit_epsilon / 2 * (1 - _REJECTION_MARGIN)
+    return half if _rejection_is_private(half, unit_epsilon, reach) else Fraction(0)
 
 
 def rejection_noisy(
@@ -441,32 +494,51 @@ def sum_half_width(unit_epsilon: Fraction, k: int, alpha: float, *, absolute: bo
     For margins of noisy tables, which add k independent noise values. The k-fold
     convolution is computed by FFT in float64 from the two-sided geometric evaluated a
     hair wider than the noise dpframe draws, truncated where the remaining mass is below
-    1e-15; an error bar, accurate to about 1e-12 in probability. Noise wider than 1000
-    steps is handled on a coarser grid, which widens the bar by at most 0.1%.
+    1e-15; an error bar, accurate to about 1e-12 in probability.
+
+    Noise wider than 1000 steps is bounded on a grid ``c`` times coarser: with
+    ``G = c Q + R`` (``Q`` geometric with ``α^c``, ``0 <= R < c``), each term is
+    ``S (1 + G)`` or 0, so the sum is within ``k c`` of ``c`` times the sum of the
+    ``S Q``; the bar is that sum's bar, scaled, plus ``k c`` (conservative by about
+    ``sqrt(k) / 2000`` of the bar).
     """
     if unit_epsilon < Fraction(1, 1000):
-        # Very wide noise: work on a grid `coarse` times coarser (scale about 1000 steps)
-        # and widen by one coarse step to cover the discretization.
-        coarse = math.floor(1 / (1000 * unit_epsilon))
-        narrow = sum_half_width(unit_epsilon * coarse, k, alpha, absolute=absolute)
-        return (narrow + 1) * coarse
+        coarse = math.ceil(1 / (1000 * unit_epsilon))  # >= 2, and unit * coarse >= 1/1000
+        beta = math.exp(-float(unit_epsilon * coarse) * (1 - 2.0**-18))
+        narrow = _convolved_half_width(beta, k, alpha, absolute=absolute, signed_zero=False)
+        return (narrow + k) * coarse
     a = math.exp(-float(unit_epsilon) * (1 - 2.0**-18))
-    spread = math.sqrt(k * 2 * a) / (1 - a)  # standard deviation of the sum
-    # support of one term: mass beyond `width` is below 1e-15 / k
-    width = math.ceil(math.log(1e-15 / (k + 1)) / math.log(a)) + 1
+    return _convolved_half_width(a, k, alpha, absolute=absolute, signed_zero=True)
+
+
+def _convolved_half_width(
+    a: float, k: int, alpha: float, *, absolute: bool, signed_zero: bool
+) -> int:
+    """The (1 - alpha) bar of a sum of k independent terms, by FFT.
+
+    Each term is a two-sided geometric with parameter ``a`` (``signed_zero=True``:
+    P(0) = (1 - a)/(1 + a)), or ``S Q`` with ``Q`` one-sided geometric and ``S`` a fair
+    sign (``signed_zero=False``: P(0) = 1 - a); with ``absolute``, its magnitude.
+    """
+    spread = math.sqrt(k * 2 * a) / (1 - a)  # standard deviation of the sum (about)
+    width = math.ceil(math.log(1e-15 / (k + 1)) / math.log(a)) + 1  # one term's support
     total_width = min(k * width, math.ceil(40 * spread) + width)
     size = 1 << (2 * total_width + 2).bit_length()
     magnitudes = np.arange(width + 1, dtype=np.float64)
+    if signed_zero:
+        pmf_magnitude = (1 - a) / (1 + a) * np.where(magnitudes == 0, 1.0, 2.0) * a**magnitudes
+    else:
+        pmf_magnitude = (1 - a) * a**magnitudes
     one = np.zeros(size)
     if absolute:
-        one[: width + 1] = (1 - a) / (1 + a) * np.where(magnitudes == 0, 1.0, 2.0) * a**magnitudes
+        one[: width + 1] = pmf_magnitude
     else:
-        one[: width + 1] = (1 - a) / (1 + a) * a**magnitudes
-        one[-width:] = one[1 : width + 1][::-1]  # negative noise wraps around the FFT ring
+        one[0] = pmf_magnitude[0]
+        one[1 : width + 1] = pmf_magnitude[1:] / 2
+        one[-width:] = one[1 : width + 1][::-1]  # negative values wrap around the FFT ring
     pmf = np.fft.irfft(np.fft.rfft(one) ** k, n=size)
     if absolute:
-        tail = 1 - np.cumsum(pmf[: size // 2])  # P(S > x)
-        beyond = tail
+        beyond = 1 - np.cumsum(pmf[: size // 2])  # P(S > x)
     else:
         centre = np.concatenate([pmf[-(size // 2) :], pmf[: size // 2]])  # s = -size/2 ..
         cdf = np.cumsum(centre)

@@ -152,6 +152,22 @@ def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
     return lo, hi
 
 
+def sum_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
+    """Bounds of one summed value: :func:`real_bounds` within a magnitude of 2**-960 .. 2**960.
+
+    Sums run on a fixed-point grid scaled to the bounds; beyond that range the scale
+    factor would overflow a float.
+    """
+    lo, hi = real_bounds(value, name)
+    largest = max(abs(lo), abs(hi))
+    if not 2.0**-960 <= largest <= 2.0**960:
+        raise InvalidParameterError(
+            f"{name}={value!r} is outside the range dpframe sums on (the larger bound in "
+            f"magnitude must lie between 2**-960 and 2**960). Rescale the column first."
+        )
+    return lo, hi
+
+
 def real_array(values: Any, name: str = "values") -> NDArray[np.float64]:
     """``values`` as a float64 array; refuses NaN, non-numbers and bools (±inf are allowed)."""
     array = np.asarray(values)
@@ -325,8 +341,10 @@ def numeric_values(series: Any, name: Any) -> NDArray[np.float64]:
     import pandas as pd
 
     dtype = series.dtype
-    if isinstance(dtype, pd.CategoricalDtype) or not (
-        pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+    if (
+        isinstance(dtype, pd.CategoricalDtype)
+        or pd.api.types.is_complex_dtype(dtype)
+        or not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
     ):
         raise InvalidParameterTypeError(
             f"column {name!r} has dtype {dtype}, not a number; a sum needs numeric values. "

@@ -66,13 +66,12 @@ def geometric(
     out_of_range : {"clamp", "resample"}, default "clamp"
         With ``bounds``: ``"clamp"`` is the truncated geometric mechanism above.
         ``"resample"`` is seed 002's section 2.4 variant: noisy results outside
-        ``[lo, hi]`` are rejected and drawn again, which changes the acceptance
-        probability between neighbouring values by a factor of at most
-        ``M = max(1/L_n, 1/U_0, L_1, U_{n-1})`` (``n = hi - lo``, computed from
-        ``α = exp(-epsilon/sensitivity)``); the noise is therefore drawn with
-        ``ε' = ε - ln M`` (less a relative ``2^-20`` margin for dyadic rounding). The
-        seed found this nearly uniform over the bounds, and it is refused when
-        ``ε' <= 0`` (typically when ``n · epsilon`` is large).
+        ``[lo, hi]`` are rejected and drawn again, with the noise drawn at
+        ``ε' = ε - ln M``, ``M = max(1/L_n, 1/U_0, L_1, U_{n-1})`` (``n = hi - lo``,
+        computed from ``α = exp(-epsilon/sensitivity)``), whenever that ``ε'`` is
+        verified to give ``epsilon``-DP; where the seed's bound falls short, a smaller
+        verified ``ε'`` (see Notes). The seed found the result nearly uniform over the
+        bounds. Refused when no ``ε' > 0`` passes, or for widths above 10,000.
     rng : numpy.random.Generator or seed, optional
         For teaching and tests only: makes the output reproducible, hence not private.
         The default draws from an AES-256-CTR keystream keyed by ``os.urandom``.
@@ -132,12 +131,16 @@ def geometric(
     neighbouring one. Against the ideal probabilities, each realized one differs by a
     factor at most ``exp(2^-19 · (1 + |n| · epsilon/sensitivity))`` at noise ``n``.
 
-    **Rejection.** With ``out_of_range="resample"`` the output is
-    ``v + N`` conditioned on landing in ``[lo, hi]``: each ratio ``P(N = n)/P(N = n±1)``
-    is at most ``exp(ε')`` and the acceptance probabilities of neighbouring values
-    differ by at most the factor ``M`` (seed 002, eq. 2.2 and its monotonicity
-    argument), so the loss is at most ``ε' + ln M(exp(-ε')) <= ε' + ln M(α) = ε``
-    because ``M`` decreases as the noise grows (checked in the tests).
+    **Rejection.** With ``out_of_range="resample"`` the output is ``v + N``
+    conditioned on landing in ``[lo, hi]``. For an output ``o``,
+    ``P_v(o) / P_{v+1}(o) = [P(N = o-v) / P(N = o-v-1)] · [A(v+1) / A(v)]`` with
+    ``A(v)`` the acceptance probability. Seed 002's factor ``M`` bounds the ratio of
+    the *rejection* probabilities ``1 - A(v)``, which does not always bound the
+    ratio of the ``A(v)`` (at epsilon 0.1 and width 3, ``ε - ln M`` would leak 0.118).
+    dpframe computes every ``A(v)`` exactly from the coins it draws and checks
+    ``L · max_v A(v±1)/A(v) <= exp(epsilon)``; it uses the seed's ``ε'`` when that
+    passes (for instance at epsilon 0.1 and width 30), and otherwise the largest
+    ``ε'`` of a short search toward ``ε/2`` that passes.
 
     **Constant time.** With ``constant_time=True`` every value consumes the same,
     fixed number of random words (a function of epsilon, sensitivity and the bounds
@@ -202,12 +205,18 @@ def geometric(
         plan = _geometric.geometric_plan(unit_epsilon, None, False)
     else:
         lo, hi = checked_bounds
+        if resample and hi - lo > _geometric.MAX_REJECTION_WIDTH:
+            raise InvalidParameterError(
+                f'out_of_range="resample" verifies every acceptance probability exactly and '
+                f"supports bounds up to {_geometric.MAX_REJECTION_WIDTH:,} wide, got "
+                f'{hi - lo:,}. Use the default out_of_range="clamp".'
+            )
         if resample and hi > lo:
             rejection_epsilon = _geometric.rejection_epsilon(unit_epsilon, hi - lo)
             if rejection_epsilon <= 0:
                 raise InvalidParameterError(
-                    f'out_of_range="resample" leaves no privacy budget for the noise: '
-                    f"epsilon' = epsilon - ln M <= 0 for bounds of width {hi - lo} at "
+                    f'out_of_range="resample" leaves no privacy budget for the noise: no '
+                    f"epsilon' > 0 passes the exact check for bounds of width {hi - lo} at "
                     f'epsilon/sensitivity = {float(unit_epsilon):g}. Use out_of_range="clamp" '
                     f"(the truncated mechanism) or a larger epsilon."
                 )
@@ -277,6 +286,8 @@ def geometric_accuracy(
     unit_epsilon = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
     level = Fraction(_validation.probability(alpha, "alpha"))
     reach = None
+    if constant_time and bounds is None:
+        raise InvalidParameterError("constant_time=True needs bounds=(lo, hi), as in geometric().")
     if bounds is not None:
         lo, hi = _validation.integer_bounds(bounds)
         if hi == lo:

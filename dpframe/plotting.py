@@ -212,10 +212,9 @@ def output_distribution(
         rejection = _geometric.rejection_epsilon(unit, hi - lo)
         if rejection <= 0:
             raise InvalidParameterError(
-                f'out_of_range="resample" leaves no privacy budget for the noise: epsilon\' = '
-                f"epsilon - ln M <= 0 for bounds of width {hi - lo} at epsilon/sensitivity = "
-                f"{float(unit):g}, so dpframe.mechanisms.geometric refuses it. Use "
-                f'out_of_range="clamp" or a larger epsilon.'
+                f'out_of_range="resample" leaves no privacy budget for the noise at '
+                f"epsilon/sensitivity = {float(unit):g} and width {hi - lo}, so "
+                f'dpframe.mechanisms.geometric refuses it. Use out_of_range="clamp".'
             )
         weights = np.exp(-float(rejection) * np.abs(outputs - value).astype(np.float64))
         return outputs, weights / weights.sum()

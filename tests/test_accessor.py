@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     MissingColumnError,
+    NoiseOverflowError,
 )
 from tests._stats import (
     FALSE_ALARM,
@@ -485,3 +487,69 @@ def test_count_by_is_labelled_like_groupby(df: pd.DataFrame) -> None:
     noisy = df.dp.count(epsilon=1.0, by=["Occupation", "Sex"])
     exact = df.groupby(["Occupation", "Sex"], observed=False).size()
     assert noisy.index.equals(exact.index)
+
+
+# ---------------------------------------------------------------- review fixes
+
+
+@pytest.mark.parametrize("epsilon", [0.7, 0.0007, 0.3])
+def test_margins_of_sum_tables_at_any_epsilon(df: pd.DataFrame, epsilon: float) -> None:
+    """Error bars for very wide noise are computed on a coarser grid (no recursion)."""
+    table = df.dp.crosstab(
+        "Occupation",
+        "Sex",
+        epsilon=epsilon,
+        values="Earnings",
+        aggfunc="sum",
+        bounds=(0, 150_000),
+        margins=True,
+    )
+    bars = np.array(dpframe.release_info(table)["error_bound"])
+    assert bars.shape == table.shape
+    assert bars[-1, -1] > bars[0, 0]
+    assert bars[0, -1] > bars[0, 0]
+
+
+def test_a_failed_auto_bounds_estimate_is_still_charged() -> None:
+    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0]})  # far too few rows to occupy any bin
+    frame.dp.set_budget(epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match="was spent"):
+        frame.dp.sum("x", epsilon=1.0, bounds="auto", bounds_epsilon=0.25)
+    assert list(frame.dp.ledger.history["method"]) == ["sum bounds (auto)"]
+    assert frame.dp.ledger.spent.epsilon == Fraction(1, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"bounds": (0, 1e-300)}, InvalidParameterError),  # grid scale would overflow
+        ({"bounds": (0, 1e300)}, InvalidParameterError),
+        ({"bounds": (0, 10), "epsilon": 1e-9}, NoiseOverflowError),  # noise past int64
+    ],
+)
+def test_sum_parameters_outside_the_grid_are_refused(
+    df: pd.DataFrame, word_counter: WordCounter, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        df.dp.sum("Age", **{"epsilon": 1.0, **kwargs})
+    assert word_counter.words == 0
+    assert len(df.dp.ledger.history) == 0
+
+
+def test_complex_columns_are_not_summed() -> None:
+    frame = pd.DataFrame({"z": np.array([1 + 2j, 3 - 1j])})
+    with pytest.raises(InvalidParameterTypeError, match="not a number"):
+        frame.dp.sum("z", epsilon=1.0, bounds=(0, 5))
+
+
+def test_nonnegative_sums_need_nonnegative_bounds(df: pd.DataFrame) -> None:
+    with pytest.raises(InvalidParameterError, match="lo >= 0"):
+        df.dp.crosstab(
+            "Occupation",
+            "Sex",
+            epsilon=1.0,
+            values="Age",
+            aggfunc="sum",
+            bounds=(-5, 100),
+            nonnegative=True,
+        )

@@ -389,10 +389,36 @@ def _rejection_loss(unit: float, bounds: tuple[int, int]) -> float:
     return float(np.abs(np.diff(rows, axis=0)).max())
 
 
-@pytest.mark.parametrize(("epsilon", "width"), [(0.1, 30), (0.5, 5), (1.0, 2), (2.0, 1), (0.1, 1)])
+REJECTION_CASES = [
+    (0.1, 30),
+    (0.5, 5),
+    (1.0, 2),
+    (2.0, 1),
+    (0.1, 1),
+    # where seed 002's epsilon - ln M alone would leak (it bounds rejection, not acceptance)
+    (0.1, 3),
+    (0.05, 10),
+    (0.01, 15),
+    (0.3, 4),
+    (0.02, 60),
+]
+
+
+@pytest.mark.parametrize(("epsilon", "width"), REJECTION_CASES)
 def test_rejection_privacy_loss_is_at_most_epsilon(epsilon: float, width: int) -> None:
     unit = float(_geometric.rejection_epsilon(Fraction(epsilon), width))
+    assert unit > 0
     assert _rejection_loss(unit, (0, width)) <= epsilon
+
+
+def test_seed_002_epsilon_prime_alone_can_leak() -> None:
+    """Validity twin: the seed's epsilon - ln M, used unchecked, exceeds epsilon here."""
+    seed = float(_geometric.seed_rejection_epsilon(Fraction(1, 10), 3))
+    assert _rejection_loss(seed, (0, 3)) > 0.1
+    # ... and where it is private, dpframe keeps the seed's value (Figure 2.2)
+    assert _geometric.rejection_epsilon(Fraction(1, 10), 30) == _geometric.seed_rejection_epsilon(
+        Fraction(1, 10), 30
+    )
 
 
 @pytest.mark.parametrize(("epsilon", "width"), [(0.1, 30), (0.5, 5), (1.0, 2)])
@@ -421,10 +447,18 @@ def test_rejection_refusals() -> None:
         dpm.geometric([1], epsilon=1.0, out_of_range="resample")
     with pytest.raises(InvalidParameterError, match="resample"):
         dpm.geometric([1], epsilon=1.0, bounds=(0, 3), constant_time=True, out_of_range="resample")
-    with pytest.raises(InvalidParameterError, match="clamp"):
-        dpm.geometric([1], epsilon=1.0, bounds=(0, 100), out_of_range="resample")
+    # seed 002's epsilon' is <= 0 here; dpframe falls back to a verified smaller epsilon'
+    assert _geometric.seed_rejection_epsilon(Fraction(1), 100) <= 0
+    wide = float(_geometric.rejection_epsilon(Fraction(1), 100))
+    assert wide > 0
+    assert _rejection_loss(wide, (0, 100)) <= 1.0
+    assert dpm.geometric([1], epsilon=1.0, bounds=(0, 100), out_of_range="resample")[0] in range(
+        101
+    )
     with pytest.raises(InvalidParameterError, match="out_of_range"):
         dpm.geometric([1], epsilon=1.0, bounds=(0, 3), out_of_range="wrap")
+    with pytest.raises(InvalidParameterError, match="10,000"):
+        dpm.geometric([1], epsilon=1e-6, bounds=(0, 20_000), out_of_range="resample")
 
 
 # ---------------------------------------------------------------- accuracy
@@ -516,3 +550,22 @@ def test_sampler_draws_the_verified_model(rule: str, constant_time: bool) -> Non
     assert chi_square_pvalue(magnitude, np.arange(top), pmf) > FALSE_ALARM
     if reach is not None:
         assert magnitude.max() <= reach
+
+
+def test_accuracy_refuses_constant_time_without_bounds() -> None:
+    with pytest.raises(InvalidParameterError, match="bounds"):
+        dpm.geometric_accuracy(epsilon=1.0, constant_time=True)
+
+
+@pytest.mark.parametrize("unit", ["7/10000", "1/3000", "1/4294967296"])
+def test_margin_bars_for_wide_noise_cover(unit: str) -> None:
+    """The coarse-grid margin bar is at least the exact (fine FFT or empirical) one."""
+    u = Fraction(unit)
+    bar = _geometric.sum_half_width(u, 30, 0.05, absolute=False)
+    if u >= Fraction(1, 10**4):
+        a = math.exp(-float(u) * (1 - 2.0**-18))
+        fine = _geometric._convolved_half_width(a, 30, 0.05, absolute=False, signed_zero=True)
+        assert fine <= bar <= fine * 1.01
+    sums = dpm.geometric(np.zeros((20_000, 30), dtype=np.int64), epsilon=u).sum(axis=1)
+    exceed = int(np.sum(np.abs(sums) > bar))
+    assert exceed <= 0.05 * 20_000 + 4.8 * math.sqrt(0.05 * 0.95 * 20_000)
