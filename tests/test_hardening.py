@@ -247,3 +247,33 @@ def test_a_callers_rng_is_recorded_as_not_private_everywhere() -> None:
     assert dpframe.release_info(result)["private"] is False
     frame.dp.threshold_decision(min_count=10, epsilon=1.0, rng=2)
     assert frame.dp.ledger.history["private"].tolist() == [False, False]
+
+
+@pytest.mark.parametrize(
+    ("method", "delta"), [("laplace", 0.0), ("generalized", 1e-3), ("cutoff", 0.7)]
+)
+def test_threshold_decision_hands_the_exact_count_to_the_audited_sampler(
+    monkeypatch: pytest.MonkeyPatch, method: str, delta: float
+) -> None:
+    """The accessor's decision is the mechanism tests/test_decisions.py audits (1e6 draws per
+    neighbour, each method): check it passes that sampler the exact count and parameters."""
+    from dpframe import _decisions
+
+    seen: list[dict[str, Any]] = []
+    original = _decisions.sample_decisions
+
+    def spy(counts: Any, **kwargs: Any) -> Any:
+        seen.append({"counts": np.asarray(counts).tolist(), **kwargs})
+        return original(counts, **kwargs)
+
+    monkeypatch.setattr(_decisions, "sample_decisions", spy)
+    frame = census(500, seed=10)
+    frame.dp.threshold_decision(
+        min_count=40, epsilon=0.5, delta=delta, method=method, where="Age >= 50"
+    )
+    (call,) = seen
+    assert call["counts"] == [int((frame["Age"] >= 50).sum())]
+    assert call["min_count"] == 40
+    assert call["method"] == method
+    assert float(call["epsilon"]) == 0.5
+    assert float(call["delta"]) == pytest.approx(delta)
