@@ -40,7 +40,7 @@ from dpframe._coins import Coin, bernoulli, make_coin
 from dpframe._exact import exp_decimal, exp_lower_bound, precise
 from dpframe._random import BitSource, uniform_bits
 from dpframe._validation import INT_LIMIT
-from dpframe.errors import DPFrameError, NoiseOverflowError
+from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
 
 __all__: list[str] = []
 
@@ -470,6 +470,25 @@ def rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
             return candidate
     half = unit_epsilon / 2 * (1 - _REJECTION_MARGIN)
     return half if _rejection_is_private(half, unit_epsilon, reach) else Fraction(0)
+
+
+def usable_rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
+    """:func:`rejection_epsilon` for bounds of width ``reach``, refusing what cannot be used."""
+    if reach > MAX_REJECTION_WIDTH:
+        raise InvalidParameterError(
+            f'out_of_range="resample" verifies every acceptance probability exactly and '
+            f"supports bounds up to {MAX_REJECTION_WIDTH:,} wide, got {reach:,}. Use the "
+            f'default out_of_range="clamp".'
+        )
+    chosen = rejection_epsilon(unit_epsilon, reach)
+    if chosen <= 0:
+        raise InvalidParameterError(
+            f'out_of_range="resample" leaves no privacy budget for the noise: no epsilon\' > 0 '
+            f"passes the exact check for bounds of width {reach} at epsilon/sensitivity = "
+            f'{float(unit_epsilon):g}. Use out_of_range="clamp" (the truncated mechanism) or '
+            f"a larger epsilon."
+        )
+    return chosen
 
 
 def rejection_noisy(

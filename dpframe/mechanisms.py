@@ -205,21 +205,8 @@ def geometric(
         plan = _geometric.geometric_plan(unit_epsilon, None, False)
     else:
         lo, hi = checked_bounds
-        if resample and hi - lo > _geometric.MAX_REJECTION_WIDTH:
-            raise InvalidParameterError(
-                f'out_of_range="resample" verifies every acceptance probability exactly and '
-                f"supports bounds up to {_geometric.MAX_REJECTION_WIDTH:,} wide, got "
-                f'{hi - lo:,}. Use the default out_of_range="clamp".'
-            )
         if resample and hi > lo:
-            rejection_epsilon = _geometric.rejection_epsilon(unit_epsilon, hi - lo)
-            if rejection_epsilon <= 0:
-                raise InvalidParameterError(
-                    f'out_of_range="resample" leaves no privacy budget for the noise: no '
-                    f"epsilon' > 0 passes the exact check for bounds of width {hi - lo} at "
-                    f'epsilon/sensitivity = {float(unit_epsilon):g}. Use out_of_range="clamp" '
-                    f"(the truncated mechanism) or a larger epsilon."
-                )
+            rejection_epsilon = _geometric.usable_rejection_epsilon(unit_epsilon, hi - lo)
             plan = _geometric.geometric_plan(rejection_epsilon, hi - lo + 1, False)
         else:
             plan = _geometric.geometric_plan(unit_epsilon, hi - lo, bool(constant_time))

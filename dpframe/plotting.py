@@ -209,13 +209,7 @@ def output_distribution(
     if hi == lo:
         return outputs, np.ones(1)
     if resample:
-        rejection = _geometric.rejection_epsilon(unit, hi - lo)
-        if rejection <= 0:
-            raise InvalidParameterError(
-                f'out_of_range="resample" leaves no privacy budget for the noise at '
-                f"epsilon/sensitivity = {float(unit):g} and width {hi - lo}, so "
-                f'dpframe.mechanisms.geometric refuses it. Use out_of_range="clamp".'
-            )
+        rejection = _geometric.usable_rejection_epsilon(unit, hi - lo)
         weights = np.exp(-float(rejection) * np.abs(outputs - value).astype(np.float64))
         return outputs, weights / weights.sum()
     u = float(unit)
