@@ -74,16 +74,6 @@ class GeometricPlan:
     cap: int | None
     tail_bits: int
 
-    @property
-    def words_per_value_constant_time(self) -> float:
-        """Random words each value consumes in constant-time mode."""
-        used = self.zero.nwords + sum(c.nwords for c in self.head) + 1 / 64
-        if self.cap != 0:
-            used += self.overflow.nwords
-        if self.on_overflow == "tail":
-            used += 1
-        return used
-
 
 def _head_bits_for(log2_target: float, eps: float, *, offset: int) -> int:
     """Smallest K >= 0 with eps * (2**K - offset) >= log2_target * ln 2."""

@@ -84,11 +84,6 @@ def release_info(result: Any) -> dict[str, Any]:
     )
 
 
-def exact_text(value: Fraction) -> str:
-    """A Fraction as a short exact string: '1/2', '3', '1/11'."""
-    return str(value)
-
-
 @dataclass
 class Release:
     """What one release consists of, before it is wrapped."""
@@ -112,9 +107,9 @@ class Release:
             "columns": list(self.columns),
             "mechanism": self.mechanism,
             "epsilon": float(self.epsilon),
-            "epsilon_exact": exact_text(self.epsilon),
+            "epsilon_exact": str(self.epsilon),  # "1/2", "1/11": exact
             "delta": float(self.delta),
-            "delta_exact": exact_text(self.delta),
+            "delta_exact": str(self.delta),
             "sensitivity": self.sensitivity,
             "noise_scale": self.noise_scale,
             "alpha": self.alpha,
