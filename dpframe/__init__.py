@@ -1,7 +1,8 @@
 """dpframe: differential privacy as a pandas one-liner.
 
-``import dpframe`` registers the ``.dp`` accessor on every pandas DataFrame (and, with
-the ``dask`` extra installed, on every Dask DataFrame)::
+``import dpframe`` registers the ``.dp`` accessor on every pandas DataFrame, and on Dask
+DataFrames as soon as ``dask.dataframe`` is imported (before or after dpframe; dpframe
+never imports Dask itself)::
 
     df.dp.set_budget(epsilon=1.0)
     df.dp.crosstab("Occupation", "Sex", epsilon=0.5)
@@ -12,23 +13,23 @@ seeded mechanisms, and :mod:`dpframe.datasets` synthetic data to try them on.
 
 from __future__ import annotations
 
-import importlib
-
-from dpframe import datasets, errors, mechanisms, plotting
+from dpframe import _attrs, _persistence, datasets, errors, mechanisms, plotting
 from dpframe._accessor import DPAccessor, dp
-from dpframe._ledger import Budget, Ledger
-from dpframe._results import DPFloat, DPInt, release_info
+from dpframe._backends import pandas_backend
+from dpframe._budget import Budget
+from dpframe._dask_hook import register_dask_when_imported
+from dpframe._ledger import Ledger
+from dpframe._results import DPBool, DPFloat, DPInt, release_info
 
-try:  # the optional "dask" extra: .dp on Dask DataFrames too
-    importlib.import_module("dask.dataframe")
-except ImportError:
-    pass
-else:
-    from dpframe import _dask  # noqa: F401  (importing it registers the accessor)
+register_dask_when_imported()
+
+# Imported for their side effects: the ledger's observers and the pandas backend.
+del _attrs, _persistence, pandas_backend
 
 __all__ = [
     "Budget",
     "DPAccessor",
+    "DPBool",
     "DPFloat",
     "DPInt",
     "Ledger",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 import dpframe  # registers the .dp accessor
@@ -10,7 +11,7 @@ from dpframe import datasets
 
 def main() -> None:
     """Print the true table, the DP table, the error tables and the ledger."""
-    df = datasets.census(1000, seed=2026)
+    df = datasets.census(1000, rng=2026)
     df.dp.set_budget(epsilon=1.0)
     epsilon = 0.5
 
@@ -20,7 +21,7 @@ def main() -> None:
     relative = error / true  # inf where the true count is 0: a real zero made visible
     total_error = int(error.to_numpy().sum())
     total = int(true.to_numpy().sum())
-    bound = dpframe.release_info(noisy)["error_bound"][0][0]
+    bound = np.asarray(dpframe.release_info(noisy)["noise_error_bound"])[0, 0]
 
     with pd.option_context("display.width", 120, "display.precision", 3):
         print(f"True table ({len(df)} synthetic records; never publish this):\n{true}\n")

@@ -1,30 +1,50 @@
-"""Wrapping released values: every result the accessor returns is built here.
+"""The values the accessor returns, and :func:`release_info`, which reads their metadata.
 
-A release carries its metadata as a JSON-serializable dict: in ``result.attrs["dp"]``
-for a Series or DataFrame, and in ``result.dp`` for a scalar (``DPInt`` / ``DPFloat``,
-which are ``int`` / ``float`` in every other respect). :func:`release_info` reads it
-from either.
+A released number is a :class:`DPInt`, :class:`DPFloat` or :class:`DPBool`: an ``int``,
+``float`` or truth value in every other respect, carrying its release's metadata in
+``.dp``. Arithmetic on it gives a plain number, which carries nothing.
+
+A released Series or DataFrame carries its metadata in ``attrs["dpframe.release"]``,
+together with a fingerprint of exactly the labels and values that were released.
+pandas copies ``attrs`` to whatever is derived from the result (``table * 100``,
+``table.iloc[:2]``, ``sums / counts``); :func:`release_info` recomputes the fingerprint
+and refuses a value that is not the one released, because the release's error bars do
+not describe it. Both the metadata and the fingerprint are plain JSON, so results can
+be written to parquet and read back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any
+import copy
+import hashlib
+from typing import Any, overload
 
-import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["DPFloat", "DPInt", "release_info"]
+from dpframe._release import JSONValue
+from dpframe.errors import NotAReleaseError
+
+__all__ = ["DPBool", "DPFloat", "DPInt", "release_info"]
+
+#: The ``attrs`` key of a released Series or DataFrame.
+RELEASE_KEY = "dpframe.release"
 
 
 class DPInt(int):
-    """An ``int`` released by dpframe; ``.dp`` holds the release's metadata."""
+    """An ``int`` released by dpframe; ``.dp`` holds the release's metadata.
 
-    dp: dict[str, Any]
+    Examples
+    --------
+    >>> from dpframe import DPInt
+    >>> n = DPInt(12, {"method": "count"})
+    >>> n + 1, n.dp["method"]
+    (13, 'count')
+    """
 
-    def __new__(cls, value: int, metadata: dict[str, Any]) -> DPInt:
+    dp: dict[str, JSONValue]
+
+    def __new__(cls, value: int, metadata: dict[str, JSONValue]) -> DPInt:
         self = super().__new__(cls, value)
         self.dp = metadata
         return self
@@ -34,11 +54,19 @@ class DPInt(int):
 
 
 class DPFloat(float):
-    """A ``float`` released by dpframe; ``.dp`` holds the release's metadata."""
+    """A ``float`` released by dpframe; ``.dp`` holds the release's metadata.
 
-    dp: dict[str, Any]
+    Examples
+    --------
+    >>> from dpframe import DPFloat
+    >>> total = DPFloat(2.5, {"method": "sum"})
+    >>> total * 2, total.dp["method"]
+    (5.0, 'sum')
+    """
 
-    def __new__(cls, value: float, metadata: dict[str, Any]) -> DPFloat:
+    dp: dict[str, JSONValue]
+
+    def __new__(cls, value: float, metadata: dict[str, JSONValue]) -> DPFloat:
         self = super().__new__(cls, value)
         self.dp = metadata
         return self
@@ -47,104 +75,155 @@ class DPFloat(float):
         return (DPFloat, (float(self), self.dp))
 
 
-def release_info(result: Any) -> dict[str, Any]:
-    """The metadata of a dpframe release (mechanism, epsilon, delta, noise scale, error bars).
+class DPBool(int):
+    """A decision released by dpframe: behaves as ``True`` or ``False``, with ``.dp`` metadata.
+
+    Python's ``bool`` cannot be subclassed, so this is an ``int`` equal to 1 or 0 that
+    prints, compares and tests as ``True`` or ``False`` (``if decision:``,
+    ``decision == True``); only ``isinstance(decision, bool)`` and ``decision is True``
+    differ. ``bool(decision)`` gives a plain ``bool``.
+
+    Examples
+    --------
+    >>> from dpframe import DPBool
+    >>> decision = DPBool(True, {"method": "threshold_decision"})
+    >>> decision, bool(decision), decision == True
+    (True, True, True)
+    """
+
+    dp: dict[str, JSONValue]
+
+    def __new__(cls, value: bool, metadata: dict[str, JSONValue]) -> DPBool:
+        self = super().__new__(cls, 1 if value else 0)
+        self.dp = metadata
+        return self
+
+    def __repr__(self) -> str:
+        return "True" if self else "False"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DPBool, (bool(self), self.dp))
+
+
+def _fingerprint(result: pd.Series[Any] | pd.DataFrame) -> str:
+    """A hash of exactly what a result shows: its type, shape, dtypes, labels and values."""
+    digest = hashlib.sha256()
+    digest.update(f"{type(result).__name__}{result.shape}".encode())
+    if isinstance(result, pd.DataFrame):
+        digest.update(repr(list(result.dtypes.astype(str))).encode())
+        digest.update(repr(list(result.columns.names)).encode())
+        digest.update(pd.util.hash_pandas_object(result.columns).to_numpy().tobytes())
+    else:
+        digest.update(f"{result.dtype}{result.name!r}".encode())
+    digest.update(repr(list(result.index.names)).encode())
+    digest.update(pd.util.hash_pandas_object(result.index).to_numpy().tobytes())
+    digest.update(pd.util.hash_pandas_object(result, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _tag(result: pd.Series[Any] | pd.DataFrame, metadata: dict[str, JSONValue]) -> None:
+    result.attrs[RELEASE_KEY] = {"metadata": metadata, "fingerprint": _fingerprint(result)}
+
+
+def integer(value: int, metadata: dict[str, JSONValue]) -> DPInt:
+    """A released ``int``."""
+    return DPInt(int(value), metadata)
+
+
+def real(value: float, metadata: dict[str, JSONValue]) -> DPFloat:
+    """A released ``float``."""
+    return DPFloat(float(value), metadata)
+
+
+def decision(value: bool, metadata: dict[str, JSONValue]) -> DPBool:
+    """A released decision."""
+    return DPBool(bool(value), metadata)
+
+
+def series(
+    values: NDArray[Any], index: pd.Index, name: str, metadata: dict[str, JSONValue]
+) -> pd.Series[Any]:
+    """A released Series over a declared domain."""
+    out = pd.Series(values, index=index, name=name)
+    _tag(out, metadata)
+    return out
+
+
+def frame(table: pd.DataFrame, metadata: dict[str, JSONValue]) -> pd.DataFrame:
+    """A released DataFrame."""
+    _tag(table, metadata)
+    return table
+
+
+_NOT_A_RELEASE = (
+    "release_info needs a value returned by a df.dp method (count, sum, crosstab, "
+    "threshold_decision, ...), kept as it was returned."
+)
+
+
+@overload
+def release_info(result: DPInt | DPFloat | DPBool) -> dict[str, JSONValue]: ...
+@overload
+def release_info(result: pd.Series[Any] | pd.DataFrame) -> dict[str, JSONValue]: ...
+def release_info(result: object) -> dict[str, JSONValue]:
+    """The metadata of a dpframe release: what was released, how, at what cost, how accurate.
 
     Parameters
     ----------
-    result : DPInt, DPFloat, pandas.Series or pandas.DataFrame
-        A value returned by ``df.dp.count``, ``df.dp.sum`` or ``df.dp.crosstab``.
+    result : DPInt, DPFloat, DPBool, pandas.Series or pandas.DataFrame
+        A value returned by a ``df.dp`` method, as it was returned.
 
     Returns
     -------
     dict
-        JSON-serializable: ``method``, ``columns``, ``mechanism``, ``epsilon``,
-        ``delta`` (floats, with exact ``epsilon_exact`` / ``delta_exact`` strings),
-        ``sensitivity``, ``noise_scale``, ``alpha``, ``error_bound`` (the 95% half-width
-        of every released cell, a number or nested lists shaped like the result),
-        ``private`` and the post-processing applied.
+        A copy of the metadata, JSON-serializable: ``method``, ``columns``, ``where``,
+        ``by``, ``mechanism``, ``epsilon`` and ``delta`` (floats, with exact
+        ``epsilon_exact`` / ``delta_exact`` strings: the whole cost of the call),
+        ``sensitivity``, ``noise_scale``, ``bounds``, ``alpha``, ``noise_error_bound``
+        (the ``1 - alpha`` half-width of the noise of every released cell: a number, or
+        nested lists shaped like the result), ``error_bound_covers`` (what that bar
+        covers: the noise, never clamping bias), ``private``, ``post_processing``, and
+        ``parts`` when the call released more than once.
+
+    Raises
+    ------
+    NotAReleaseError
+        For anything else, including values derived from a release by arithmetic,
+        slicing or reindexing: the release's error bars do not describe them.
+
+    See Also
+    --------
+    DPAccessor.count, DPAccessor.sum, DPAccessor.crosstab : Methods that return releases.
 
     Examples
     --------
     >>> import dpframe
     >>> from dpframe.datasets import census
-    >>> df = census(200, seed=3)
-    >>> n = df.dp.count(epsilon=1.0)
+    >>> df = census(200, rng=3)
+    >>> df.dp.set_budget(epsilon=1.0)
+    >>> n = df.dp.count(epsilon=0.5)
     >>> dpframe.release_info(n)["mechanism"]
     'geometric'
+    >>> dpframe.release_info(n + 1)
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.NotAReleaseError: int is not a dpframe release. ...
     """
-    if isinstance(result, DPInt | DPFloat):
-        return result.dp
-    if isinstance(result, pd.Series | pd.DataFrame) and "dp" in result.attrs:
-        info: dict[str, Any] = result.attrs["dp"]
-        return info
-    raise TypeError(
-        f"{type(result).__name__} carries no dpframe release metadata; pass a value returned "
-        f"by df.dp.count, df.dp.sum or df.dp.crosstab."
-    )
-
-
-@dataclass
-class Release:
-    """What one release consists of, before it is wrapped."""
-
-    method: str
-    columns: list[str]
-    mechanism: str
-    epsilon: Fraction
-    delta: Fraction
-    sensitivity: float
-    noise_scale: float | None
-    private: bool
-    alpha: float = 0.05
-    error_bound: Any = None
-    post_processing: list[str] = field(default_factory=list)
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "columns": list(self.columns),
-            "mechanism": self.mechanism,
-            "epsilon": float(self.epsilon),
-            "epsilon_exact": str(self.epsilon),  # "1/2", "1/11": exact
-            "delta": float(self.delta),
-            "delta_exact": str(self.delta),
-            "sensitivity": self.sensitivity,
-            "noise_scale": self.noise_scale,
-            "alpha": self.alpha,
-            "error_bound": _jsonable(self.error_bound),
-            "private": self.private,
-            "post_processing": list(self.post_processing),
-            **{k: _jsonable(v) for k, v in self.notes.items()},
-        }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Fraction):
-        return float(value)
-    return value
-
-
-def scalar(value: float | int, release: Release, *, integer: bool) -> DPInt | DPFloat:
-    """A released number."""
-    if integer:
-        return DPInt(int(value), release.metadata())
-    return DPFloat(float(value), release.metadata())
-
-
-def series(values: NDArray[Any], index: pd.Index, name: str, release: Release) -> pd.Series:
-    """A released Series over a declared domain."""
-    out = pd.Series(values, index=index, name=name)
-    out.attrs["dp"] = release.metadata()
-    return out
-
-
-def frame(table: pd.DataFrame, release: Release) -> pd.DataFrame:
-    """A released DataFrame (a crosstab)."""
-    table.attrs["dp"] = release.metadata()
-    return table
+    if isinstance(result, DPInt | DPFloat | DPBool):
+        return copy.deepcopy(result.dp)
+    if isinstance(result, pd.Series | pd.DataFrame):
+        tag = result.attrs.get(RELEASE_KEY)
+        if isinstance(tag, dict) and isinstance(tag.get("metadata"), dict):
+            if tag.get("fingerprint") == _fingerprint(result):
+                info: dict[str, JSONValue] = copy.deepcopy(tag["metadata"])
+                return info
+            raise NotAReleaseError(
+                f"This {type(result).__name__} was derived from a dpframe release (by "
+                f"arithmetic, slicing, reindexing or a change of labels or dtype), so that "
+                f"release's metadata and error bars do not describe it. "
+                f"{_NOT_A_RELEASE} To keep a part of a table, call release_info on the "
+                f"whole table and select from its noise_error_bound the same way."
+            )
+    raise NotAReleaseError(f"{type(result).__name__} is not a dpframe release. {_NOT_A_RELEASE}")

@@ -10,20 +10,74 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe._exact import simplest_rational
-from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
+from dpframe.errors import (
+    DomainError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    MissingColumnError,
+    NoiseOverflowError,
+)
 
 __all__: list[str] = []
 
 # Integers released by the geometric family stay inside ±2**62 so that value + noise
 # can never wrap around int64.
 INT_LIMIT = 2**62
+
+
+def flag(value: Any, name: str) -> bool:
+    """A yes/no parameter: ``True`` or ``False`` (numpy bools too), nothing else."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterTypeError(f"{name} must be True or False, got {value!r}.")
+    return bool(value)
+
+
+def text(value: Any, name: str) -> str:
+    """A ``str`` parameter."""
+    if not isinstance(value, str):
+        raise InvalidParameterTypeError(
+            f"{name} must be a str, got {value!r} of type {type(value).__name__}."
+        )
+    return value
+
+
+def label_texts(labels: Any, name: str) -> tuple[str, ...]:
+    """Column labels shown as text: one label (a str) or a sequence of them."""
+    if isinstance(labels, str):
+        return (labels,)
+    if not isinstance(labels, Sequence | pd.Index):
+        raise InvalidParameterTypeError(
+            f"{name} must be a sequence of column labels, got {labels!r} of type "
+            f"{type(labels).__name__}."
+        )
+    return tuple(str(label) for label in labels)
+
+
+def noise_scale(value: Any) -> float | None:
+    """A noise scale for display: a finite number >= 0, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidParameterTypeError(
+            f"noise_scale must be a number or None, got {value!r} of type {type(value).__name__}."
+        )
+    scale = float(value)
+    if not (math.isfinite(scale) and scale >= 0):
+        raise InvalidParameterError(
+            f"noise_scale must be a finite number >= 0, or None when the release has no "
+            f"noise scale; got {value!r}."
+        )
+    return scale
 
 
 def _real(value: Any, name: str, fix: str) -> Fraction:
@@ -59,6 +113,55 @@ def delta(value: Any, name: str = "delta", *, allow_zero: bool = True) -> Fracti
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise InvalidParameterError(f"{name} must be in {interval}, got {value!r}. {fix}")
     return result
+
+
+def budget(epsilon_value: Any, delta_value: Any) -> tuple[Fraction | float, Fraction | float]:
+    """A total budget: epsilon > 0 or ``math.inf``; delta in [0, 1) (default 0), or inf.
+
+    ``math.inf`` epsilon is an explicitly unlimited budget (for teaching); its delta
+    defaults to ``math.inf`` too.
+    """
+    unlimited = isinstance(epsilon_value, float | int) and epsilon_value == math.inf
+    total_epsilon: Fraction | float = math.inf if unlimited else epsilon(epsilon_value)
+    if delta_value is None:
+        return total_epsilon, (math.inf if unlimited else Fraction(0))
+    if unlimited and isinstance(delta_value, float | int) and delta_value == math.inf:
+        return total_epsilon, math.inf
+    return total_epsilon, delta(delta_value)
+
+
+def cost(value: Any, name: str) -> Fraction:
+    """A release cost handed to the ledger: an exact rational >= 0 (and < 1 for delta).
+
+    Floats never reach the ledger: float sums drift (eleven charges of 1/11 would exceed
+    1) and NaN compares false with everything.
+    """
+    fix = (
+        f"Convert user input with dpframe._validation.{name}(), which returns an exact "
+        f"Fraction (0.1 becomes exactly 1/10) and refuses NaN, infinities and negatives."
+    )
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidParameterTypeError(
+            f"The {name} cost must be a fractions.Fraction, got {value!r} of type "
+            f"{type(value).__name__}. {fix}"
+        )
+    if not isinstance(value, numbers.Rational):
+        raise InvalidParameterError(
+            f"The {name} cost must be exact (a fractions.Fraction), got the "
+            f"{type(value).__name__} {value!r}. {fix}"
+        )
+    exact = Fraction(int(value)) if isinstance(value, numbers.Integral) else Fraction(value)
+    if exact < 0:
+        raise InvalidParameterError(
+            f"The {name} cost must be >= 0, got {exact}: a negative cost would refund "
+            f"privacy budget. {fix}"
+        )
+    if name == "delta" and exact >= 1:
+        raise InvalidParameterError(
+            f"The delta cost must be below 1, got {exact}: a release with delta >= 1 has "
+            f"no privacy guarantee. {fix}"
+        )
+    return exact
 
 
 def sensitivity(value: Any, name: str = "sensitivity") -> Fraction:
@@ -214,12 +317,8 @@ def check_unbounded_range(values: NDArray[np.int64], name: str = "values") -> No
 # ---------------------------------------------------------------- frame-level checks
 
 
-def column(frame: Any, name: Any, param: str) -> Any:
+def column(frame: pd.DataFrame, name: Hashable, param: str) -> pd.Series[Any]:
     """The Series ``frame[name]``, refusing missing and duplicated column names."""
-    import pandas as pd
-
-    from dpframe.errors import MissingColumnError
-
     if isinstance(name, list | tuple | set | dict) or name is None:
         raise InvalidParameterTypeError(
             f"{param} must name one column, got {name!r}. Pass a column name such as "
@@ -231,34 +330,30 @@ def column(frame: Any, name: Any, param: str) -> Any:
         raise MissingColumnError(
             f"{param}={name!r} is not a column of the frame.{hint} Columns: {list(frame.columns)}."
         )
-    selected = frame[name]
+    selected: object = frame[name]  # a DataFrame when the label is duplicated
     if isinstance(selected, pd.DataFrame):
         raise InvalidParameterError(
             f"{param}={name!r} names {selected.shape[1]} columns of the frame (duplicate column "
             f"names). Rename them first, e.g. df.columns = [...]."
         )
-    return selected
+    return cast("pd.Series[Any]", selected)
 
 
-def column_names(value: Any, param: str) -> list[Any]:
+def column_names(value: object, param: str) -> list[Hashable]:
     """One column name or a list of them, as a list (at least one)."""
     names = list(value) if isinstance(value, list | tuple) else [value]
     if not names:
         raise InvalidParameterError(f"{param} must name at least one column.")
-    return names
+    return cast(list[Hashable], names)
 
 
-def declared_domain(series: Any, name: Any, domain: Any) -> Any:
+def declared_domain(dtype: Any, name: Hashable, domain: object) -> pd.Index:
     """The declared domain of a grouping column, as a pandas Index; never read from the data.
 
     The domain comes from ``domain[name]`` if given, else from a Categorical dtype's
     categories, else from a bool dtype ({False, True}). Anything else is refused.
     """
-    import pandas as pd
-
-    from dpframe.errors import DomainError
-
-    if domain is not None and not isinstance(domain, dict):
+    if domain is not None and not isinstance(domain, Mapping):
         raise InvalidParameterTypeError(
             f"domain must be a dict mapping column names to lists of keys, got {domain!r}. "
             f'Example: domain={{"{name}": ["a", "b", "c"]}}.'
@@ -270,7 +365,7 @@ def declared_domain(series: Any, name: Any, domain: Any) -> Any:
                 f"domain[{name!r}] must be a list of keys, got {keys!r}. "
                 f'Example: domain={{"{name}": ["a", "b"]}}.'
             )
-        index = pd.Index(list(keys))
+        index: pd.Index = pd.Index(list(keys))
         if index.hasnans:
             raise DomainError(f"domain[{name!r}] contains a missing value; list only real keys.")
         if not index.is_unique:
@@ -279,20 +374,14 @@ def declared_domain(series: Any, name: Any, domain: Any) -> Any:
         if len(index) == 0:
             raise DomainError(f"domain[{name!r}] is empty; list every possible key.")
         return index
-    dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        if "__UNKNOWN_CATEGORIES__" in dtype.categories:  # Dask's marker: not declared
-            raise DomainError(
-                f"column {name!r} is a Dask Categorical with unknown categories; learning them "
-                f"(ddf.categorize()) would read the keys from the data. Declare them instead: "
-                f'domain={{"{name}": [...]}}, or astype(pd.CategoricalDtype([...])).'
-            )
         if len(dtype.categories) == 0:
             raise DomainError(
                 f"column {name!r} is a Categorical with no categories; declare its domain with "
                 f'domain={{"{name}": [...]}}.'
             )
-        return dtype.categories
+        categories: pd.Index = pd.Index(dtype.categories)
+        return categories
     if dtype == np.bool_ or str(dtype) == "boolean":
         return pd.Index([False, True])
     raise DomainError(
@@ -303,10 +392,8 @@ def declared_domain(series: Any, name: Any, domain: Any) -> Any:
     )
 
 
-def where_mask(frame: Any, where: Any) -> NDArray[np.bool_] | None:
+def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
     """A row filter: None, a boolean array/Series of the frame's length, or a query string."""
-    import pandas as pd
-
     if where is None:
         return None
     if isinstance(where, str):
@@ -336,11 +423,8 @@ def where_mask(frame: Any, where: Any) -> NDArray[np.bool_] | None:
     return mask
 
 
-def numeric_values(series: Any, name: Any) -> NDArray[np.float64]:
-    """A numeric column as float64, missing values (NaN, NA, None) as NaN."""
-    import pandas as pd
-
-    dtype = series.dtype
+def numeric_dtype(dtype: Any, name: Hashable) -> None:
+    """Refuse a column dtype that is not a real number (bools count as 0/1)."""
     if (
         isinstance(dtype, pd.CategoricalDtype)
         or pd.api.types.is_complex_dtype(dtype)
@@ -350,6 +434,142 @@ def numeric_values(series: Any, name: Any) -> NDArray[np.float64]:
             f"column {name!r} has dtype {dtype}, not a number; a sum needs numeric values. "
             f"Convert it first, e.g. pd.to_numeric(df[{name!r}], errors='coerce')."
         )
-    if dtype == np.float64:
+
+
+def numeric_values(series: pd.Series[Any], name: Hashable) -> NDArray[np.float64]:
+    """A numeric column as float64, missing values (NaN, NA, None) as NaN."""
+    numeric_dtype(series.dtype, name)
+    if series.dtype == np.float64:
         return np.asarray(series.to_numpy())  # a view: NaN already marks missing values
     return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
+
+
+# ---------------------------------------------------------------- crosstab options
+
+_NORMALIZE = (False, True, "all", "index", "columns", 0, 1)
+
+
+def normalize(value: object) -> bool | str | int:
+    """``pd.crosstab``'s ``normalize=``: False, True, "all", "index", "columns", 0 or 1."""
+    if isinstance(value, float) or value not in _NORMALIZE:
+        raise InvalidParameterError(
+            f"normalize must be one of False, True, 'all', 'index' or 'columns', got {value!r}."
+        )
+    return value
+
+
+def aggfunc(value: object) -> str:
+    """The ``aggfunc=`` of a crosstab of values: only sums are released."""
+    if value not in ("sum", np.sum, sum):
+        raise InvalidParameterError(
+            f'aggfunc must be "sum", got {value!r}. For a mean, use df.dp.mean(..., by=[...]) '
+            f"or divide a noisy sum table by a noisy count table."
+        )
+    return "sum"
+
+
+@dataclass(frozen=True)
+class CrosstabOptions:
+    """The validated options of a crosstab (everything but the groupings)."""
+
+    bounds: tuple[float, float] | None  # set when cells are sums of ``values``
+    margins: bool
+    margins_name: str
+    normalize: bool | str | int
+    nonnegative: bool
+
+    @property
+    def post_processing(self) -> tuple[str, ...]:
+        """What is done to the noisy cells, in order (free of privacy cost)."""
+        steps = ["negative cells set to 0"] if self.nonnegative else []
+        steps += ["margins from the noisy cells"] if self.margins else []
+        steps += [f"normalized ({self.normalize})"] if self.normalize is not False else []
+        return tuple(steps)
+
+
+def crosstab_options(
+    values: object,
+    aggfunc_value: object,
+    bounds: object,
+    margins: object,
+    margins_name: object,
+    normalize_value: object,
+    nonnegative: object,
+) -> CrosstabOptions:
+    """Check a crosstab's options together (values, aggfunc and bounds go together)."""
+    keep_nonnegative = flag(nonnegative, "nonnegative")
+    with_margins = flag(margins, "margins")
+    checked_normalize = normalize(normalize_value)
+    if not isinstance(margins_name, str):
+        raise InvalidParameterTypeError(f"margins_name must be a string, got {margins_name!r}.")
+    checked_bounds = None
+    if values is not None or aggfunc_value is not None:
+        if values is None or aggfunc_value is None:
+            raise InvalidParameterError(
+                'values and aggfunc go together: pass values="column", aggfunc="sum", '
+                "bounds=(lo, hi) for clamped sums per cell."
+            )
+        aggfunc(aggfunc_value)
+        if bounds is None:
+            raise InvalidParameterError(
+                "a crosstab of sums needs bounds=(lo, hi), the declared range of one value."
+            )
+        checked_bounds = sum_bounds(bounds)
+        if keep_nonnegative and checked_bounds[0] < 0:
+            raise InvalidParameterError(
+                "nonnegative=True sets negative noisy sums to 0, which is only sound when no "
+                f"value can be negative; bounds={bounds!r} allows negatives. Drop "
+                "nonnegative=True, or declare bounds with lo >= 0."
+            )
+    elif bounds is not None:
+        raise InvalidParameterError('bounds is only used with values= and aggfunc="sum".')
+    return CrosstabOptions(
+        checked_bounds, with_margins, margins_name, checked_normalize, keep_nonnegative
+    )
+
+
+# ---------------------------------------------------------------- sums and randomness
+
+
+def sum_bounds_choice(
+    bounds: object, bounds_epsilon: object, total: Fraction
+) -> tuple[tuple[float, float] | None, Fraction]:
+    """The declared bounds of a sum (None for ``"auto"``) and the epsilon spent on bounds."""
+    if isinstance(bounds, str) and bounds == "auto":
+        share = total / 4 if bounds_epsilon is None else epsilon(bounds_epsilon, "bounds_epsilon")
+        if share >= total:
+            raise InvalidParameterError(
+                f"bounds_epsilon ({float(share):g}) must be less than epsilon "
+                f"({float(total):g}): it is the share of epsilon spent on the bounds."
+            )
+        return None, share
+    if bounds_epsilon is not None:
+        raise InvalidParameterError(
+            'bounds_epsilon is only used with bounds="auto"; remove it, or pass bounds="auto".'
+        )
+    if bounds is None:
+        raise InvalidParameterError(
+            "sum needs bounds=(lo, hi), the declared range of one value (for example "
+            'bounds=(0, 150000) for earnings), or bounds="auto" to estimate them privately.'
+        )
+    return sum_bounds(bounds), Fraction(0)
+
+
+def rng(value: object) -> np.random.Generator | None:
+    """A caller's ``rng=`` as one numpy Generator for the whole call (None: cryptographic).
+
+    SPEC 7: a Generator, or anything ``numpy.random.default_rng`` accepts (a seed, a
+    SeedSequence, a BitGenerator). One Generator serves every draw of a call, so a call
+    that draws twice never reuses a seed's stream.
+    """
+    if value is None or isinstance(value, np.random.Generator):
+        return value
+    if isinstance(value, bool) or not isinstance(
+        value, int | np.integer | np.random.SeedSequence | np.random.BitGenerator
+    ):
+        raise InvalidParameterTypeError(
+            f"rng must be None (cryptographic randomness, private), a numpy Generator, or a "
+            f"seed; got {value!r}. Leave rng=None for real releases: a caller's rng makes "
+            f"them reproducible and so not private."
+        )
+    return np.random.default_rng(value)

@@ -8,10 +8,11 @@ domain, so dpframe can build tables over it without reading keys from the data.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
+
+from dpframe._typing import RNGLike
+from dpframe.errors import InvalidParameterError
 
 __all__ = ["MARITAL_STATUSES", "OCCUPATIONS", "SEXES", "census"]
 
@@ -29,15 +30,16 @@ _MARITAL_P = (0.478, 0.057, 0.109, 0.019, 0.337)
 _OCCUPATION_P = (0.3, 0.3, 0.2, 0.19, 0.01)
 
 
-def census(n: int = 100, *, seed: Any = None) -> pd.DataFrame:
+def census(n: int = 100, *, rng: RNGLike | None = None) -> pd.DataFrame:
     """Generate ``n`` census-like records (the data set of seed 003, made reproducible).
 
     Parameters
     ----------
     n : int, default 100
         Number of records.
-    seed : int or numpy Generator, optional
-        Seed for the synthetic data (this is the data, not the privacy noise).
+    rng : numpy Generator or seed, optional
+        Randomness for the synthetic data (SPEC 7; this is the data, not the privacy
+        noise). The default draws fresh data each time.
 
     Returns
     -------
@@ -60,13 +62,13 @@ def census(n: int = 100, *, seed: Any = None) -> pd.DataFrame:
     Examples
     --------
     >>> from dpframe.datasets import census
-    >>> df = census(1000, seed=1)
+    >>> df = census(1000, rng=1)
     >>> list(df["Occupation"].cat.categories)[-1]
     'Unicorn Wrangler'
     """
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    gen = np.random.default_rng(seed)
+        raise InvalidParameterError(f"n must be a non-negative integer, got {n!r}")
+    gen = np.random.default_rng(rng)
     age = np.clip(np.rint(gen.normal(45, 10, size=n)), 16, 99).astype(np.int64)
     exponent = gen.normal(5, 0.5, size=n)
     bad = (exponent < 3.5) | (exponent > 7)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "BudgetNotSetError",
     "DPFrameError",
     "DomainError",
     "InvalidParameterError",
@@ -18,6 +19,7 @@ __all__ = [
     "MissingColumnError",
     "MissingDependencyError",
     "NoiseOverflowError",
+    "NotAReleaseError",
 ]
 
 
@@ -58,6 +60,22 @@ class MissingColumnError(DPFrameError, KeyError):
 
 class BudgetExceededError(DPFrameError, ValueError):
     """A release would spend more than the privacy budget that remains. Nothing was charged."""
+
+
+class BudgetNotSetError(DPFrameError, ValueError):
+    """A release was asked of data that has no privacy budget. Nothing was charged.
+
+    Set one with ``df.dp.set_budget(epsilon=...)``; the message also lists the pandas
+    operations that drop a frame's ledger.
+    """
+
+
+class NotAReleaseError(DPFrameError, TypeError):
+    """A value passed to :func:`dpframe.release_info` is not a release dpframe made.
+
+    Values derived from a release by arithmetic, slicing or reindexing are not releases:
+    the release's metadata (its error bars above all) does not describe them.
+    """
 
 
 class LedgerConflictError(DPFrameError, ValueError):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 from numpy.typing import NDArray
 
+import dpframe  # noqa: F401  (registers .dp)
 from dpframe import _random
 
 
@@ -31,3 +35,11 @@ def word_counter(monkeypatch: pytest.MonkeyPatch) -> WordCounter:
 
     monkeypatch.setattr(_random.CryptoBitSource, "words", counting)
     return counter
+
+
+def budgeted(
+    frame: pd.DataFrame, epsilon: float = math.inf, delta: float | None = None
+) -> pd.DataFrame:
+    """``frame`` with a budget set (unlimited by default, as for classroom exploration)."""
+    frame.dp.set_budget(epsilon=epsilon, delta=delta)
+    return frame

@@ -11,11 +11,15 @@ of every row is built in a small scratch array and counted with ``np.bincount``,
 stays bounded by the block size, not by the number of rows.
 
 Sums are exact: each value is clamped into its bounds, scaled by a power of two and
-rounded onto an integer grid, and the integers are summed exactly (float64 within
-blocks small enough that every partial sum is an integer below 2**53, or float64
-bincounts of 17-bit limbs, which are exact below 2**36 rows). Float summation order,
-rounding and overflow therefore cannot change a sum's sensitivity (Casacuberta et al.,
-CCS 2022).
+rounded onto an integer grid of at most 2**32 steps per value, and the integers are
+summed exactly: one float64 ``np.bincount`` (or ``sum``) per block of at most 2**21
+rows, where every partial sum is an integer below 2**53 and so exact in any order; the
+blocks are added in int64, flushed into Python integers every 2**29 rows, so sums of any
+number of rows are exact and never refused. Float summation order, rounding and overflow
+therefore cannot change a sum's sensitivity (Casacuberta et al., CCS 2022).
+
+These kernels know nothing of pandas frames beyond reading one column's codes, and
+nothing of noise; the backends call them.
 """
 
 from __future__ import annotations
@@ -29,21 +33,27 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpframe import _validation
-from dpframe.errors import NoiseOverflowError
-
-__all__: list[str] = []
+__all__ = [
+    "LOG_EDGES",
+    "SUM_GRID_BITS",
+    "Group",
+    "SumGrid",
+    "count_table",
+    "domain_codes",
+    "log_histogram",
+    "sum_table",
+    "sum_total",
+]
 
 # Grid for sums: a clamped value v is stored as round(v / step) with
 # step = 2**(ceil(log2(max |bound|)) - SUM_GRID_BITS), so |v / step| <= 2**SUM_GRID_BITS.
 SUM_GRID_BITS = 32
-_LIMB_BITS = 17
-_LIMB_MASK = np.int64((1 << _LIMB_BITS) - 1)
-# Non-negative offset added to units before splitting them into limbs.
-_OFFSET = np.int64(1) << np.int64(SUM_GRID_BITS + 1)
-# Most rows a sum may cover: |unit| <= 2**32, so int64 totals stay below 2**62.
-MAX_SUM_ROWS = 2**30
 _BLOCK = 1 << 17  # rows per block: fits L2 as int16 keys; block sums stay below 2**49
+# Largest block of a sum: 2**21 values of at most 2**32 units add up below 2**53, exactly.
+_MAX_SUM_BLOCK = 1 << (53 - SUM_GRID_BITS)
+# int64 running sums are moved into Python integers every this many rows (2**29 * 2**32
+# = 2**61 < 2**63), so no sum can wrap, whatever the number of rows.
+_FLUSH_ROWS = 1 << 29
 
 Codes = NDArray[np.signedinteger]
 
@@ -86,9 +96,11 @@ def _arrow_codes(arrow: Any, domain: pd.Index) -> Codes | None:
     return np.asarray(positions.to_numpy(), dtype=np.int32)
 
 
-def _blocks(n: int, cells: int) -> Iterator[slice]:
+def _blocks(n: int, cells: int, cap: int | None = None) -> Iterator[slice]:
     # At least four rows per cell in a block, so clearing bincount's output stays cheap.
     size = max(_BLOCK, 4 * cells)
+    if cap is not None:
+        size = min(size, cap)
     for start in range(0, n, size):
         yield slice(start, min(n, start + size))
 
@@ -131,7 +143,7 @@ def _shift(sizes: Sequence[int]) -> int:
     return sum(math.prod(s + 1 for s in sizes[i + 1 :]) for i in range(len(sizes)))
 
 
-def _drop_outside(table: NDArray[np.int64], sizes: Sequence[int]) -> NDArray[np.int64]:
+def _drop_outside(table: NDArray[Any], sizes: Sequence[int]) -> NDArray[Any]:
     shaped = table.reshape([s + 1 for s in sizes])
     return np.ascontiguousarray(shaped[tuple(slice(1, None) for _ in sizes)])
 
@@ -170,59 +182,44 @@ class SumGrid:
         """Most one row can move a sum, in grid steps: max |bound| rounded onto the grid."""
         return int(max(abs(round(self.lo / self.step)), abs(round(self.hi / self.step))))
 
-    def to_units(self, values: NDArray[np.float64]) -> NDArray[np.int64]:
-        """Clamp into [lo, hi] (±inf included), then round to whole grid steps, exactly.
+    def units_into(
+        self,
+        values: NDArray[np.float64],
+        out: NDArray[np.float64],
+        keep: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.float64]:
+        """Each value in whole grid steps, as float64, written into ``out``.
 
-        NaN becomes 0 units; callers leave NaN rows out of the sum with a mask.
+        Values are clamped into [lo, hi] (±inf included) and rounded to the grid; NaN and
+        rows outside ``keep`` become 0 steps, which leaves them out of any sum.
         """
-        clamped = np.clip(values, self.lo, self.hi)
-        clamped *= 1.0 / self.step  # a power of two: exact
-        np.rint(clamped, out=clamped)
-        np.nan_to_num(clamped, copy=False, nan=0.0)
-        return clamped.astype(np.int64)
+        units = out[: len(values)]
+        np.clip(values, self.lo, self.hi, out=units)
+        units *= 1.0 / self.step  # a power of two: exact
+        np.rint(units, out=units)
+        np.copyto(units, 0.0, where=np.isnan(units))
+        if keep is not None:
+            np.copyto(units, 0.0, where=~keep)
+        return units
 
 
-def _usable(values: NDArray[np.float64], mask: NDArray[np.bool_] | None, rows: slice) -> Any:
-    """Rows of the block that enter the sum: inside ``mask`` and not NaN (None: all)."""
-    block = values[rows]
-    missing = np.isnan(block)
-    if mask is None:
-        return ~missing if missing.any() else None
-    return mask[rows] & ~missing
-
-
-def _check_sum_rows(n_rows: int) -> None:
-    """Refuse sums over more than MAX_SUM_ROWS rows (int64 totals of grid units could wrap)."""
-    if n_rows > MAX_SUM_ROWS:
-        raise NoiseOverflowError(
-            f"a sum over {n_rows:,} rows could overflow int64 on dpframe's fixed-point grid "
-            f"(limit {MAX_SUM_ROWS:,}); sum parts of the frame and add the releases."
-        )
+def _as_exact(running: NDArray[np.int64], flushed: NDArray[np.object_] | None) -> NDArray[Any]:
+    """The int64 running sums, plus what was flushed into Python integers (if anything)."""
+    return running if flushed is None else flushed + running.astype(object)
 
 
 def sum_total(grid: SumGrid, values: NDArray[np.float64], mask: NDArray[np.bool_] | None) -> int:
-    """Exact clamped sum in grid units, leaving out NaN and rows outside ``mask``.
+    """Exact clamped sum in grid units (a Python int), leaving out NaN and rows outside ``mask``.
 
     Within a block every rounded value is an integer of magnitude at most 2**32, so
     float64 adds a block's (at most 2**17) of them exactly, in any order: all partial
     sums are integers below 2**53. Blocks are then added as Python integers.
     """
-    _check_sum_rows(len(values))
-    scale = 1.0 / grid.step  # a power of two: exact
     total = 0
     buffer = np.empty(min(len(values), _BLOCK), dtype=np.float64)
     for rows in _blocks(len(values), 1):
-        scaled = buffer[: rows.stop - rows.start]
-        np.clip(values[rows], grid.lo, grid.hi, out=scaled)
-        scaled *= scale
-        np.rint(scaled, out=scaled)
-        if mask is None:
-            block = float(scaled.sum())
-            if math.isnan(block):  # NaN rows are left out, found only when present
-                block = float(np.nansum(scaled))
-        else:
-            block = float(np.nansum(scaled, where=mask[rows]))
-        total += int(block)
+        keep = None if mask is None else mask[rows]
+        total += int(grid.units_into(values[rows], buffer, keep).sum())
     return total
 
 
@@ -232,32 +229,34 @@ def sum_table(
     codes: Sequence[Codes],
     sizes: Sequence[int],
     mask: NDArray[np.bool_] | None = None,
-) -> NDArray[np.int64]:
+) -> NDArray[Any]:
     """Exact per-cell clamped sums in grid units, shape ``sizes``.
 
-    ``np.bincount`` sums float64 weights; splitting each (offset, non-negative) unit
-    into 17-bit limbs keeps every partial sum below 2**53, so the float sums are exact.
+    One float64 ``np.bincount`` per block of signed grid units: a block holds at most
+    2**21 rows, so every partial sum is an integer below 2**53 and exact. The result is
+    int64, or an object array of Python integers when more than 2**29 rows were added
+    (so that nothing can wrap).
     """
-    _check_sum_rows(len(values))
     full = math.prod(s + 1 for s in sizes)
-    total = np.zeros(full, dtype=np.int64)
+    running = np.zeros(full, dtype=np.int64)
+    flushed: NDArray[np.object_] | None = None
+    since_flush = 0
     scratch, shift = _scratch(len(values), full), _shift(sizes)
-    for rows in _blocks(len(values), full):
+    buffer = np.empty(min(len(values), max(_BLOCK, 4 * full), _MAX_SUM_BLOCK), dtype=np.float64)
+    for rows in _blocks(len(values), full, cap=_MAX_SUM_BLOCK):
         keys = _block_keys(codes, sizes, rows, scratch, shift)
-        units = grid.to_units(values[rows])
-        use = _usable(values, mask, rows)
-        if use is not None:
-            keys, units = keys[use], units[use]
-        shifted = units + _OFFSET
-        for low_bit in range(0, SUM_GRID_BITS + 2 + _LIMB_BITS, _LIMB_BITS):
-            limb = ((shifted >> np.int64(low_bit)) & _LIMB_MASK).astype(np.float64)
-            partial = np.bincount(keys, weights=limb, minlength=full)
-            total += partial.astype(np.int64) << np.int64(low_bit)
-        total -= np.bincount(keys, minlength=full).astype(np.int64) * _OFFSET
-    return _drop_outside(total, sizes)
+        keep = None if mask is None else mask[rows]
+        units = grid.units_into(values[rows], buffer, keep)
+        running += np.bincount(keys, weights=units, minlength=full).astype(np.int64)
+        since_flush += rows.stop - rows.start
+        if since_flush >= _FLUSH_ROWS:
+            flushed = _as_exact(running, flushed)
+            running = np.zeros(full, dtype=np.int64)
+            since_flush = 0
+    return _drop_outside(_as_exact(running, flushed), sizes)
 
 
-# ---------------------------------------------------------------- the pandas backend
+# ---------------------------------------------------------------- bounds estimation
 
 # Bins of the private bounds estimate (seed 004's ApproxBounds): [0, 1], (1, 2], (2, 4],
 # ..., (2**61, 2**62], for the magnitudes of non-negative and of negative values.
@@ -277,61 +276,8 @@ def log_histogram(values: NDArray[np.float64]) -> NDArray[np.int64]:
 
 @dataclass(frozen=True)
 class Group:
-    """A grouping column and its declared domain."""
+    """A grouping column and its declared domain (the keys, in their declared order)."""
 
     name: Any
     domain: pd.Index
     dtype: Any
-
-
-class PandasData:
-    """Exact aggregates of an in-memory DataFrame: the accessor's only view of the rows.
-
-    Other backends (Dask) provide the same methods; the privacy logic above them is shared.
-    """
-
-    def __init__(self, frame: pd.DataFrame) -> None:
-        self.frame = frame
-
-    def column(self, name: Any, param: str) -> Any:
-        """The column ``name`` (validated: it exists, once)."""
-        return _validation.column(self.frame, name, param)
-
-    def where(self, where: Any) -> NDArray[np.bool_] | None:
-        """The validated row filter."""
-        return _validation.where_mask(self.frame, where)
-
-    def numeric(self, name: Any, param: str) -> NDArray[np.float64]:
-        """A numeric column as float64 (validated), missing values as NaN."""
-        return _validation.numeric_values(self.column(name, param), name)
-
-    def _codes(self, groups: Sequence[Group]) -> list[Codes]:
-        return [domain_codes(self.frame[g.name], g.domain) for g in groups]
-
-    def row_count(self, where: NDArray[np.bool_] | None) -> int:
-        return len(self.frame) if where is None else int(where.sum())
-
-    def count_table(
-        self, groups: Sequence[Group], where: NDArray[np.bool_] | None
-    ) -> NDArray[np.int64]:
-        return count_table(self._codes(groups), [len(g.domain) for g in groups], where)
-
-    def sum_total(
-        self, values: NDArray[np.float64], grid: SumGrid, where: NDArray[np.bool_] | None
-    ) -> int:
-        return sum_total(grid, values, where)
-
-    def sum_table(
-        self,
-        values: NDArray[np.float64],
-        grid: SumGrid,
-        groups: Sequence[Group],
-        where: NDArray[np.bool_] | None,
-    ) -> NDArray[np.int64]:
-        sizes = [len(g.domain) for g in groups]
-        return sum_table(grid, values, self._codes(groups), sizes, where)
-
-    def log_histogram(
-        self, values: NDArray[np.float64], where: NDArray[np.bool_] | None
-    ) -> NDArray[np.int64]:
-        return log_histogram(values if where is None else values[where])

@@ -1,0 +1,102 @@
+"""Backends: exact aggregates of a frame's rows on declared domains, knowing nothing of noise.
+
+The accessor sees a frame only through a :class:`Backend`: it resolves grouping columns
+against their declared domains, validates value columns and row filters (from the
+frame's schema only: a refused call reads no data), and hands out :class:`Rows`, whose
+methods compute exact counts and clamped sums. One implementation runs in memory on
+pandas (:mod:`dpframe._backends.pandas_backend`), one on the workers of a Dask cluster
+(:mod:`dpframe._backends.dask_backend`). :func:`backend_for` picks the one registered for
+a frame's type; nothing outside a backend's module knows its library.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpframe._backends.kernels import Group, SumGrid
+from dpframe._ledger import Ledger
+from dpframe._typing import ColumnLabel, Domain, Where
+from dpframe.errors import InvalidParameterTypeError
+
+__all__ = ["Backend", "Group", "Rows", "SumGrid", "backend_for", "register_backend"]
+
+
+class Rows(Protocol):
+    """The rows a release reads (after its ``where=`` filter): exact aggregates only."""
+
+    def count(self) -> int:
+        """The number of rows."""
+        ...
+
+    def count_table(self, groups: Sequence[Group]) -> NDArray[np.int64]:
+        """Rows per cell of the product of the groups' domains, shape ``[len(domain), ...]``.
+
+        Rows whose key is missing or outside a domain fall in no cell.
+        """
+        ...
+
+    def sum(self, column: ColumnLabel, grid: SumGrid) -> int:
+        """The exact clamped sum of a numeric column in grid units (NaN skipped)."""
+        ...
+
+    def sum_table(
+        self, column: ColumnLabel, grid: SumGrid, groups: Sequence[Group]
+    ) -> NDArray[np.generic]:
+        """Exact clamped sums per cell in grid units (int64, or Python ints when large)."""
+        ...
+
+    def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
+        """Non-missing values per log-scale bin (:data:`kernels.LOG_EDGES`), + then -."""
+        ...
+
+
+class Backend(Protocol):
+    """What the ``.dp`` accessor needs from a frame."""
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger of the frame's data (a new one, with no budget, if it has none)."""
+        ...
+
+    def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
+        """A grouping column resolved against its declared domain (schema only)."""
+        ...
+
+    def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
+        """Check that ``name`` is one numeric column (schema only); return it."""
+        ...
+
+    def rows(self, where: Where) -> Rows:
+        """The rows selected by a validated ``where`` filter."""
+        ...
+
+
+FrameT = TypeVar("FrameT")
+
+_REGISTRY_LOCK = threading.Lock()
+# (frame type, build the backend for such a frame), newest first.
+_REGISTRY: list[tuple[type, Callable[..., Backend]]] = []
+
+
+def register_backend(frame_type: type[FrameT], factory: Callable[[FrameT], Backend]) -> None:
+    """Register a backend: ``factory(frame)`` serves every instance of ``frame_type``."""
+    with _REGISTRY_LOCK:
+        _REGISTRY.insert(0, (frame_type, factory))
+
+
+def backend_for(frame: object) -> Backend:
+    """The backend of ``frame`` (a pandas DataFrame, or a Dask one with the dask extra)."""
+    with _REGISTRY_LOCK:
+        registered = list(_REGISTRY)
+    for frame_type, factory in registered:
+        if isinstance(frame, frame_type):
+            return factory(frame)
+    raise InvalidParameterTypeError(
+        f"dpframe releases from pandas DataFrames (and Dask DataFrames with the dask extra), "
+        f"got {type(frame).__name__}. Convert it first, e.g. pd.DataFrame(...)."
+    )

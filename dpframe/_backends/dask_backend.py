@@ -1,0 +1,401 @@
+"""The Dask backend: exact aggregates computed by Dask's workers, the same privacy code.
+
+Importing this module registers the backend and the ``.dp`` accessor on
+``dask.dataframe.DataFrame``; ``import dpframe`` arranges for that to happen as soon as
+``dask.dataframe`` is imported, and never imports Dask itself. Nothing about privacy is
+re-implemented here: ``ddf.dp`` is :class:`~dpframe.DPAccessor` (validate, check the
+ledger, aggregate, add noise, charge, wrap), and this backend only
+
+* computes the exact aggregates: :class:`DaskRows` runs the pandas backend on every
+  partition, on the workers, and adds up the small per-partition arrays of exact
+  aggregates in a tree. The client receives one exact table (a few kilobytes), and the
+  accessor adds the noise to it there, once, with the same mechanism as for pandas;
+* finds the ledger in the metadata of the Dask expression (see below).
+
+Validation looks only at Dask's metadata (``ddf._meta``, an empty pandas frame with
+the real dtypes), so a refused call reads no data, draws no noise and charges nothing.
+Group keys come from declared domains only: a Categorical dtype whose categories Dask
+knows without reading the data (``ddf.astype({"c": pd.CategoricalDtype([...])})``), or
+``domain=``. Dask Categoricals with unknown categories are refused unless ``domain=``
+declares their keys.
+
+How the ledger follows a Dask DataFrame (verified with dask 2026.8.0, pandas 3.1.1)
+-----------------------------------------------------------------------------------
+A Dask DataFrame is a tree of expressions, and every expression caches its ``_meta``,
+an empty pandas frame. The ledger handle is stored in ``ddf._meta.attrs["dpframe"]``,
+exactly as on a pandas frame, and pandas copies ``attrs`` (the handle returns itself
+from ``deepcopy``) whenever Dask computes the metadata of a derived frame from its
+parent's. Two Dask behaviours need more than that:
+
+* a frame's metadata may have been computed before the budget was set, and Dask gives
+  equal expressions one shared object (so ``ddf[ddf.Age >= 18]`` written again after
+  ``set_budget`` is the old expression, with the old metadata). The ledger is
+  therefore looked up in the ``_meta`` of *every* expression of the frame's tree: a
+  frame spends the budget of any frame it was derived from, and two different ledgers
+  in one tree are refused with :class:`~dpframe.errors.LedgerConflictError`;
+* ``optimize()`` and ``persist()`` rewrite the tree (a column selection is pushed down
+  into the parquet reader or ``from_pandas``) and rebuild metadata from the sources'.
+  So whenever the ledger is looked up, it is also stamped on every expression's
+  metadata that has none, including the parquet reader's base metadata and the copy
+  of the pandas frame that ``dd.from_pandas`` wraps (the caller's frame is not touched).
+
+Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column selection,
+``assign``, ``astype``, ``rename``, ``drop``, ``fillna``, ``dropna``, ``reset_index``,
+``set_index``, ``shuffle``, ``sample``, ``copy``, ``repartition``, ``map_partitions``
+(with or without ``meta=``), ``optimize``, ``persist`` (also after a column selection
+or a filter), frames derived *before* the budget was set, a second ``dd.read_parquet``
+of the same files (or ``dd.from_pandas`` of equal data) while a frame of the first is
+alive (Dask reuses the expression: equal inputs share one budget), ``dd.from_pandas``
+of a budgeted pandas frame, and ``compute()`` of a ``dd.from_pandas`` frame (its
+partitions carry the handle).
+
+Refused with :class:`~dpframe.errors.LedgerConflictError` (tested): ``dd.concat`` and
+``merge`` of frames with different ledgers (raised by pandas while Dask builds the
+metadata), and a release from a frame holding columns (``assign``) or operands
+(``a + b``) of a frame with another ledger, or with a ``where=`` filter built from one.
+
+Not covered (Dask gives no hook):
+
+* ``head()``, ``compute()``, ``to_delayed()`` and ``to_parquet`` of frames read from
+  files hand over raw rows without the ledger: that is the data holder's own view,
+  like ``to_numpy()`` in pandas, and ``.dp`` on such a pandas frame starts a new,
+  unlimited ledger;
+* ``persist()`` of a frame whose metadata had no ledger when it was persisted: one
+  derived before the budget was set, or ``map_partitions(..., meta=...)`` with a
+  ``meta`` built from scratch, neither touched by ``.dp`` since. The persisted frame
+  keeps only that metadata, so its ``.dp`` starts a new ledger. Set the budget before
+  deriving (or read ``.dp.ledger`` on the frame before persisting it);
+* reading the same files again after every frame of the first read was garbage
+  collected builds new metadata, hence a new ledger, as re-reading a file in pandas
+  does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask.base import compute
+from dask.delayed import delayed
+from numpy.typing import NDArray
+
+from dpframe import _attrs, _validation
+from dpframe._accessor import DPAccessor
+from dpframe._backends import Group, SumGrid, register_backend
+from dpframe._backends.pandas_backend import PandasRows
+from dpframe._ledger import Ledger
+from dpframe._typing import ColumnLabel, Domain, Where
+from dpframe.errors import (
+    DomainError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    LedgerConflictError,
+)
+
+__all__ = ["DaskBackend", "DaskRows", "dask_ledger"]
+
+# Partition results are added up in a tree of this fan-in (Dask's own default).
+_FAN_IN = 8
+_MASK_COLUMN = "__dpframe_where__"
+# Dask's marker for categories it does not know without reading the data.
+_UNKNOWN_CATEGORIES = "__UNKNOWN_CATEGORIES__"
+
+
+# ---------------------------------------------------------------- the ledger
+
+
+_Carrier = pd.DataFrame | pd.Series  # a pandas object whose ``attrs`` may hold a ledger handle
+
+
+def _pandas_source(expr: Any) -> _Carrier | None:
+    """The pandas frame a ``dd.from_pandas`` expression wraps (None for other expressions).
+
+    Dask rebuilds the metadata of a column selection of such a frame from this source,
+    not from the expression's metadata, so the source must carry the ledger too.
+    """
+    if not any(cls.__name__ == "FromPandas" for cls in type(expr).__mro__):
+        return None
+    wrapped = expr.operand("frame")
+    source = getattr(wrapped, "_data", wrapped)  # Dask wraps it in a small holder
+    return source if isinstance(source, pd.DataFrame | pd.Series) else None
+
+
+def _carriers(frame: Any) -> list[_Carrier]:
+    """Where a Dask frame's ledger may be held: its own metadata first, then the metadata
+    of every other expression of its tree and the pandas frames it was built from."""
+    found: dict[int, _Carrier] = {}
+    for expr in frame.expr.walk():
+        try:
+            meta = expr._meta
+        except NotImplementedError:  # e.g. the list of delayed objects under from_delayed
+            meta = None
+        for carrier in (meta, _pandas_source(expr)):
+            if isinstance(carrier, pd.DataFrame | pd.Series):
+                found.setdefault(id(carrier), carrier)
+    return list(found.values())
+
+
+def _ledgers(carriers: Sequence[_Carrier]) -> list[Ledger]:
+    """The distinct ledgers held by ``carriers``, in order."""
+    found: list[Ledger] = []
+    for carrier in carriers:
+        if _attrs.ATTRS_KEY not in carrier.attrs:
+            continue
+        ledger = _attrs.ledger_of(carrier, create=False)
+        if ledger is not None and all(ledger is not seen for seen in found):
+            found.append(ledger)
+    return found
+
+
+def _conflict(ledgers: Sequence[Ledger], what: str) -> LedgerConflictError:
+    ids = " and ".join(f"{ledger.id[:8]}…" for ledger in ledgers[:2])
+    return LedgerConflictError(
+        f"{what} comes from frames that spend different privacy budgets (ledgers {ids}), "
+        f"for example a column assigned from, or an operation with, another budgeted "
+        f"frame; one release cannot be charged to a single budget. Release from each frame "
+        f"separately, or combine the raw data first and call .dp.set_budget once on the "
+        f"combined frame."
+    )
+
+
+def dask_ledger(frame: Any) -> Ledger:
+    """The ledger of a Dask DataFrame: the one found in its expression tree, else a new one.
+
+    The ledger is then stamped on every carrier of the tree that has none (the metadata
+    of each expression, the pandas frames of ``dd.from_pandas``), so that frames Dask
+    derives later, including the rewritten expressions of ``optimize()`` and
+    ``persist()``, inherit it through pandas' ``attrs``.
+
+    Raises
+    ------
+    LedgerConflictError
+        When the tree holds two different ledgers.
+    """
+    carriers = _carriers(frame)
+    found = _ledgers(carriers)
+    if len(found) > 1:
+        raise _conflict(found, "This Dask DataFrame")
+    own = carriers[0]  # the frame's own metadata (walk yields the frame's expression first)
+    ledger = found[0] if found else _attrs.ledger_of(own)
+    if ledger is None:  # pragma: no cover - create=True always returns a ledger
+        raise RuntimeError("internal error: no ledger")
+    for carrier in carriers:
+        if _attrs.ATTRS_KEY not in carrier.attrs:
+            _attrs.attach(carrier, ledger)
+    return ledger
+
+
+# ---------------------------------------------------------------- what runs on each partition
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One exact aggregate, computed on each partition by the pandas backend's rows."""
+
+    kind: str  # "rows", "counts", "total", "sums" or "log"
+    groups: tuple[Group, ...] = ()
+    column: Any = None
+    grid: SumGrid | None = None
+    mask: Any = None  # the name of the column holding the row filter
+
+
+def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]:
+    """The exact aggregate of one partition, flat (runs on a worker)."""
+    mask = None
+    if query.mask is not None:
+        mask = _validation.where_mask(partition, partition[query.mask])
+    rows = PandasRows(partition, mask)
+    if query.kind == "rows":
+        return np.array([rows.count()], dtype=np.int64)
+    if query.kind == "counts":
+        return rows.count_table(query.groups).reshape(-1)
+    if query.kind == "log":
+        return rows.log_histogram(query.column)
+    if query.grid is None:  # pragma: no cover - built by DaskRows with a grid
+        raise InvalidParameterError("internal error: a sum without a grid")
+    if query.kind == "total":
+        return np.array([rows.sum(query.column, query.grid)], dtype=object)
+    return rows.sum_table(query.column, query.grid, query.groups).reshape(-1)
+
+
+def _sum_arrays(*parts: NDArray[Any]) -> NDArray[Any]:
+    """Cell-wise exact sum of partition results (runs on a worker).
+
+    int64 inputs below 2**61 in magnitude add in int64 (the sum cannot wrap); anything
+    larger is added as Python integers, so any number of rows is summed exactly.
+    """
+    total = parts[0]
+    for part in parts[1:]:
+        small = all(
+            p.dtype == np.int64 and (not p.size or int(np.abs(p).max()) < 2**61)
+            for p in (total, part)
+        )
+        total = total + part if small else total.astype(object) + part.astype(object)
+    return total
+
+
+# ---------------------------------------------------------------- the backend
+
+
+@dataclass(frozen=True)
+class _Filter:
+    """A validated row filter: a boolean Dask Series co-partitioned with the frame."""
+
+    series: Any
+
+
+class DaskRows:
+    """The rows of a Dask frame selected by a filter; every aggregate is one Dask compute.
+
+    Each aggregate runs the pandas backend on every partition, on the workers, adds the
+    per-partition arrays exactly in a tree, and returns the same types as the pandas
+    backend (an int, or a numpy array of the same shape).
+    """
+
+    def __init__(self, frame: dd.DataFrame, where: _Filter | None) -> None:
+        self._frame = frame
+        self._where = where
+
+    def count(self) -> int:
+        return int(self._aggregate(_Query("rows"), [])[0])
+
+    def count_table(self, groups: Sequence[Group]) -> NDArray[np.int64]:
+        flat = self._aggregate(_Query("counts", groups=tuple(groups)), [g.name for g in groups])
+        return flat.reshape([len(g.domain) for g in groups])
+
+    def sum(self, column: ColumnLabel, grid: SumGrid) -> int:
+        return int(self._aggregate(_Query("total", column=column, grid=grid), [column])[0])
+
+    def sum_table(
+        self, column: ColumnLabel, grid: SumGrid, groups: Sequence[Group]
+    ) -> NDArray[np.generic]:
+        query = _Query("sums", groups=tuple(groups), column=column, grid=grid)
+        flat = self._aggregate(query, [column, *[g.name for g in groups]])
+        return flat.reshape([len(g.domain) for g in groups])
+
+    def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
+        return self._aggregate(_Query("log", column=column), [column])
+
+    def _aggregate(self, query: _Query, columns: Sequence[Any]) -> NDArray[Any]:
+        """Run ``query`` on every partition and add the results exactly, in one Dask compute.
+
+        Only the needed columns are selected, so Dask reads no others (column pruning
+        reaches the parquet reader). The query travels to the workers once, as one graph
+        key shared by every partition task.
+        """
+        frame = self._frame
+        needed = list(dict.fromkeys(columns))
+        if self._where is not None:
+            mask = _MASK_COLUMN
+            while mask in frame.columns:
+                mask += "_"
+            frame = frame.assign(**{mask: self._where.series})
+            needed.append(mask)
+            query = _Query(query.kind, query.groups, query.column, query.grid, mask)
+        # Readable task names (dpframe-aggregate, dpframe-sum), unique to this call.
+        token = uuid.uuid4().hex
+        shared_query = delayed(query, name=f"dpframe-query-{token}")
+        chunk, combine = delayed(_partition_aggregate), delayed(_sum_arrays)
+        parts = [
+            chunk(part, shared_query, dask_key_name=(f"dpframe-aggregate-{token}", i))
+            for i, part in enumerate(frame[needed].to_delayed())
+        ]
+        level = 0
+        while len(parts) > 1:
+            level += 1
+            parts = [
+                combine(*parts[i : i + _FAN_IN], dask_key_name=(f"dpframe-sum-{token}", level, i))
+                for i in range(0, len(parts), _FAN_IN)
+            ]
+        (total,) = compute(parts[0])  # type: ignore[no-untyped-call]  # dask: unannotated
+        return cast(NDArray[Any], total)
+
+
+class DaskBackend:
+    """A Dask DataFrame seen by the accessor (see :class:`dpframe._backends.Backend`).
+
+    Validation (columns, dtypes, domains, filters) reads only Dask's metadata
+    (``ddf._meta``, an empty pandas frame with the real dtypes), so a refused call reads
+    no data, draws no noise and charges nothing.
+    """
+
+    def __init__(self, frame: dd.DataFrame) -> None:
+        self._frame = frame
+
+    @property
+    def _meta(self) -> pd.DataFrame:
+        meta: pd.DataFrame = self._frame._meta
+        return meta
+
+    @property
+    def ledger(self) -> Ledger:
+        """Found in the metadata of the frame or of any frame it was derived from."""
+        return dask_ledger(self._frame)
+
+    def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
+        column = _validation.column(self._meta, name, param)
+        dtype = column.dtype
+        declared_here = domain is not None and name in domain
+        if (
+            not declared_here
+            and isinstance(dtype, pd.CategoricalDtype)
+            and _UNKNOWN_CATEGORIES in dtype.categories
+        ):
+            raise DomainError(
+                f"column {name!r} is a Dask Categorical with unknown categories; learning them "
+                f"(ddf.categorize()) would read the keys from the data. Declare them instead: "
+                f'domain={{"{name}": [...]}}, or astype(pd.CategoricalDtype([...])).'
+            )
+        return Group(name, _validation.declared_domain(dtype, name, domain), dtype)
+
+    def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
+        _validation.numeric_dtype(_validation.column(self._meta, name, param).dtype, name)
+        return name
+
+    def rows(self, where: Where | dd.Series) -> DaskRows:
+        """The rows selected by ``where``: an expression string, or a boolean Dask Series.
+
+        A string is checked on the metadata (syntax, columns, boolean result) and
+        evaluated by Dask on each partition; a Dask Series must come from this frame
+        (same partitions, e.g. ``ddf["Age"] >= 18``). In-memory arrays and pandas Series
+        are refused: their rows cannot be matched to the partitions without reading the
+        data.
+        """
+        if where is None:
+            return DaskRows(self._frame, None)
+        if isinstance(where, str):
+            _validation.where_mask(self._meta, where)  # syntax, columns and boolean result
+            return DaskRows(self._frame, _Filter(self._frame.eval(where)))
+        if not isinstance(where, dd.Series):
+            raise InvalidParameterTypeError(
+                f'where on a Dask DataFrame must be an expression string (where="Age >= 18") '
+                f'or a boolean Dask Series built from the same frame (where=ddf["Age"] >= 18); '
+                f"got {type(where).__name__}."
+            )
+        dtype = where._meta.dtype
+        if not (dtype == np.bool_ or str(dtype) in ("boolean", "bool[pyarrow]")):
+            raise InvalidParameterTypeError(f"where must be boolean, got dtype {dtype}.")
+        if where.npartitions != self._frame.npartitions or tuple(where.divisions) != tuple(
+            self._frame.divisions
+        ):
+            raise InvalidParameterError(
+                "where is a Dask Series partitioned differently from the frame; build it from "
+                "the same frame, e.g. where=ddf['Age'] >= 18, or pass an expression string."
+            )
+        own = _ledgers(_carriers(self._frame))
+        other = _ledgers(_carriers(where))
+        foreign = [ledger for ledger in other if all(ledger is not mine for mine in own)]
+        if foreign:
+            raise _conflict([*own, *foreign] if own else foreign * 2, "where=")
+        return DaskRows(self._frame, _Filter(where))
+
+
+register_backend(dd.DataFrame, DaskBackend)
+dd.extensions.register_dataframe_accessor("dp")(  # type: ignore[no-untyped-call]  # dask: unannotated
+    DPAccessor
+)

@@ -1,0 +1,84 @@
+"""The pandas backend: exact aggregates of an in-memory DataFrame.
+
+Every aggregate runs the cache-blocked kernels of :mod:`dpframe._backends.kernels` on
+the columns' codes and values; nothing here draws noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpframe import _attrs, _validation
+from dpframe._backends import Group, SumGrid, kernels, register_backend
+from dpframe._ledger import Ledger
+from dpframe._typing import ColumnLabel, Domain, Where
+from dpframe.errors import DPFrameError
+
+__all__ = ["PandasBackend", "PandasRows"]
+
+
+class PandasRows:
+    """The rows of a pandas frame selected by a filter (a boolean mask, or all)."""
+
+    def __init__(self, frame: pd.DataFrame, mask: NDArray[np.bool_] | None) -> None:
+        self._frame = frame
+        self._mask = mask
+
+    def _codes(self, groups: Sequence[Group]) -> list[kernels.Codes]:
+        return [kernels.domain_codes(self._frame[g.name], g.domain) for g in groups]
+
+    def _values(self, column: ColumnLabel) -> NDArray[np.float64]:
+        return _validation.numeric_values(self._frame[column], column)
+
+    def count(self) -> int:
+        return len(self._frame) if self._mask is None else int(self._mask.sum())
+
+    def count_table(self, groups: Sequence[Group]) -> NDArray[np.int64]:
+        sizes = [len(g.domain) for g in groups]
+        return kernels.count_table(self._codes(groups), sizes, self._mask)
+
+    def sum(self, column: ColumnLabel, grid: SumGrid) -> int:
+        return kernels.sum_total(grid, self._values(column), self._mask)
+
+    def sum_table(
+        self, column: ColumnLabel, grid: SumGrid, groups: Sequence[Group]
+    ) -> NDArray[np.generic]:
+        sizes = [len(g.domain) for g in groups]
+        return kernels.sum_table(grid, self._values(column), self._codes(groups), sizes, self._mask)
+
+    def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
+        values = self._values(column)
+        return kernels.log_histogram(values if self._mask is None else values[self._mask])
+
+
+class PandasBackend:
+    """A pandas DataFrame seen by the accessor (see :class:`dpframe._backends.Backend`)."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self._frame = frame
+
+    @property
+    def ledger(self) -> Ledger:
+        ledger = _attrs.ledger_of(self._frame)
+        if ledger is None:  # pragma: no cover - create=True always returns a ledger
+            raise DPFrameError("internal error: no ledger")
+        return ledger
+
+    def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
+        column = _validation.column(self._frame, name, param)
+        declared = _validation.declared_domain(column.dtype, name, domain)
+        return Group(name, declared, column.dtype)
+
+    def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
+        _validation.numeric_dtype(_validation.column(self._frame, name, param).dtype, name)
+        return name
+
+    def rows(self, where: Where) -> PandasRows:
+        return PandasRows(self._frame, _validation.where_mask(self._frame, where))
+
+
+register_backend(pd.DataFrame, PandasBackend)

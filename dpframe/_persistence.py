@@ -1,0 +1,257 @@
+"""How a ledger survives pickle and parquet: its records, and the registry of live ledgers.
+
+A ledger is saved as the JSON-serializable record of :meth:`Ledger.to_dict` (in a
+pickle, or in ``frame.attrs`` written by ``to_parquet``). Reading a record back
+(:func:`restore`) reconnects to the live ledger with the same id in this process, or
+rebuilds one from the record.
+
+A registry maps ids to live ledgers (weak references: a ledger lives as long as some
+frame holds it) and keeps, for every ledger that was ever charged or given a budget, a
+high-water mark (its lowest total and highest spent amount). A saved copy restored later
+can therefore never lower what this process knows was spent, even after every frame of
+the original ledger was garbage-collected. Whenever a saved record meets a ledger
+(reconnect or rebuild), the result keeps the lowest total and the highest spent amount
+of the two; spending the ledger did not know of appears as one history row, method
+``"(restored)"``, so ``spent`` is always the exact sum of the history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from dpframe import _validation
+from dpframe._ledger import FORMAT, FORMAT_VERSION, Ledger
+from dpframe._release import Release
+from dpframe.errors import DPFrameError, InvalidParameterError
+
+__all__ = ["parse_release", "record_id", "restore", "unpickle_ledger"]
+
+_LOCK = threading.RLock()
+_LIVE: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
+# id -> (total epsilon, total delta, spent epsilon, spent delta, budget set), for every
+# ledger that was ever charged or given a budget in this process; a few hundred bytes each.
+_HIGH_WATER: dict[str, tuple[Fraction | float, Fraction | float, Fraction, Fraction, bool]] = {}
+
+
+class _Registry:
+    """Observes every ledger: registers it as live, and raises its high-water mark."""
+
+    def created(self, ledger: Ledger) -> None:
+        with _LOCK:
+            _LIVE[ledger.id] = ledger
+
+    def changed(self, ledger: Ledger, added: Sequence[Release]) -> None:
+        total, spent = ledger.total, ledger.spent
+        if not isinstance(spent.epsilon, Fraction) or not isinstance(spent.delta, Fraction):
+            raise DPFrameError("internal error: a spent amount is not exact")
+        with _LOCK:
+            _HIGH_WATER[ledger.id] = (
+                total.epsilon,
+                total.delta,
+                spent.epsilon,
+                spent.delta,
+                ledger.budget_set,
+            )
+
+
+Ledger.observers.append(_Registry())
+
+
+class _BadRecordError(InvalidParameterError):
+    """A saved ledger record that cannot be read (raised as InvalidParameterError)."""
+
+
+def _bad_record(reason: str) -> _BadRecordError:
+    return _BadRecordError(
+        f'frame.attrs["dpframe"] (or the pickled ledger) is not a valid dpframe ledger '
+        f"record: {reason}. Restore the file it came from, or, if you own the data and mean "
+        f'to start a new budget, delete it with `del df.attrs["dpframe"]`.'
+    )
+
+
+def record_id(value: object) -> str | None:
+    """The ledger id of a saved ledger record; None for anything else."""
+    if isinstance(value, Mapping) and value.get("format") == FORMAT:
+        found = value.get("id")
+        return found if isinstance(found, str) else None
+    return None
+
+
+def _parse_amount(value: object, what: str, *, allow_inf: bool) -> Fraction | float:
+    if not isinstance(value, str):
+        raise _bad_record(f"{what} should be a string such as '1/11', got {value!r}")
+    if allow_inf and value == "inf":
+        return math.inf
+    try:
+        exact = Fraction(value)
+    except (ValueError, ZeroDivisionError) as error:
+        raise _bad_record(f"{what} is not an exact number: {value!r}") from error
+    if exact < 0:
+        raise _bad_record(f"{what} is negative: {value!r}")
+    return exact
+
+
+def _parse_finite(value: object, what: str) -> Fraction:
+    exact = _parse_amount(value, what, allow_inf=False)
+    if not isinstance(exact, Fraction):  # pragma: no cover - allow_inf=False
+        raise _bad_record(f"{what} is not finite")
+    return exact
+
+
+def _optional_float(value: object, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad_record(f"{what} should be a number or null, got {value!r}")
+    return float(value)
+
+
+def _number(value: object, what: str) -> float:
+    number = _optional_float(value, what)
+    if number is None:
+        raise _bad_record(f"{what} should be a number, got null")
+    return number
+
+
+def _labels(value: object, what: str) -> tuple[str, ...]:
+    if isinstance(value, str):  # version 1 stored "a, b"
+        return tuple(part for part in value.split(", ") if part)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad_record(f"{what} should be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def parse_release(record: object, index: int) -> Release:
+    """A :class:`Release` from its record (:meth:`Release.record`), refusing malformed ones."""
+    where = f"history[{index}]"
+    if not isinstance(record, Mapping):
+        raise _bad_record(f"{where} is not a mapping")
+    try:
+        time = datetime.datetime.fromisoformat(str(record["time"]))
+        bounds = record.get("bounds")
+        filter_text = record.get("where")
+        if filter_text is not None and not isinstance(filter_text, str):
+            raise _bad_record(f"{where}.where should be a string or null")
+        if bounds is not None and (not isinstance(bounds, list) or len(bounds) != 2):
+            raise _bad_record(f"{where}.bounds should be [lo, hi] or null")
+        return Release(
+            time=time if time.tzinfo else time.replace(tzinfo=datetime.UTC),
+            method=_validation.text(record["method"], f"{where}.method"),
+            columns=_labels(record["columns"], f"{where}.columns"),
+            where=filter_text,
+            by=_labels(record.get("by", []), f"{where}.by"),
+            bounds=None
+            if bounds is None
+            else (_number(bounds[0], f"{where}.bounds"), _number(bounds[1], f"{where}.bounds")),
+            mechanism=_validation.text(record["mechanism"], f"{where}.mechanism"),
+            epsilon=_parse_finite(record["epsilon"], f"{where}.epsilon"),
+            delta=_parse_finite(record["delta"], f"{where}.delta"),
+            sensitivity=_optional_float(record.get("sensitivity"), f"{where}.sensitivity"),
+            noise_scale=_validation.noise_scale(record["noise_scale"]),
+            alpha=_optional_float(record.get("alpha"), f"{where}.alpha"),
+            noise_error_bound=_optional_float(
+                record.get("noise_error_bound"), f"{where}.noise_error_bound"
+            ),
+            private=_validation.flag(record["private"], f"{where}.private"),
+        )
+    except _BadRecordError:
+        raise
+    except KeyError as error:
+        raise _bad_record(f"{where} lacks the field {error}") from error
+    except (TypeError, ValueError) as error:
+        raise _bad_record(f"{where} is malformed ({error})") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class _Saved:
+    ledger_id: str
+    budget_set: bool
+    total: tuple[Fraction | float, Fraction | float]
+    spent: tuple[Fraction, Fraction]
+    releases: tuple[Release, ...]
+
+
+def _parse_state(state: object) -> _Saved:
+    if not isinstance(state, Mapping):
+        raise _bad_record(f"expected a mapping, got {type(state).__name__}")
+    if state.get("format") != FORMAT:
+        raise _bad_record(f"its 'format' is {state.get('format')!r}, not {FORMAT!r}")
+    version = state.get("version")
+    if version not in (1, FORMAT_VERSION):
+        raise _bad_record(
+            f"its version is {version!r}; this dpframe reads versions 1 and {FORMAT_VERSION}"
+        )
+    ledger_id = state.get("id")
+    if not isinstance(ledger_id, str) or not ledger_id:
+        raise _bad_record("it has no id")
+    total, spent, history = state.get("total"), state.get("spent"), state.get("history")
+    if not isinstance(total, Mapping) or not isinstance(spent, Mapping):
+        raise _bad_record("'total' and 'spent' must be mappings")
+    if not isinstance(history, Sequence) or isinstance(history, str):
+        raise _bad_record("'history' must be a list")
+    parsed_total = (
+        _parse_amount(total.get("epsilon"), "total.epsilon", allow_inf=True),
+        _parse_amount(total.get("delta"), "total.delta", allow_inf=True),
+    )
+    # Version 1 had no "budget_set": a finite total means a budget was set.
+    budget_set = state.get("budget_set", any(a != math.inf for a in parsed_total))
+    if not isinstance(budget_set, bool):
+        raise _bad_record("'budget_set' must be true or false")
+    return _Saved(
+        ledger_id=ledger_id,
+        budget_set=budget_set,
+        total=parsed_total,
+        spent=(
+            _parse_finite(spent.get("epsilon"), "spent.epsilon"),
+            _parse_finite(spent.get("delta"), "spent.delta"),
+        ),
+        releases=tuple(parse_release(record, i) for i, record in enumerate(history)),
+    )
+
+
+def restore(state: object) -> Ledger:
+    """The live ledger a saved record belongs to, or one rebuilt from the record.
+
+    Whichever it is absorbs the record conservatively (lowest total, highest spent), as
+    well as this process's high-water mark for that id, so a saved copy never refunds.
+    """
+    saved = _parse_state(state)
+    with _LOCK:
+        ledger = _LIVE.get(saved.ledger_id)
+        if ledger is None:
+            ledger = Ledger.rebuilt(
+                saved.ledger_id, saved.total, saved.releases, budget_set=saved.budget_set
+            )
+            mark = _HIGH_WATER.get(saved.ledger_id)
+            if mark is not None:
+                ledger.absorb(
+                    (mark[0], mark[1]),
+                    (mark[2], mark[3]),
+                    "spent after this copy was saved",
+                    budget_set=mark[4],
+                )
+        ledger.absorb(
+            saved.total,
+            saved.spent,
+            "spent in another copy of this ledger",
+            budget_set=saved.budget_set,
+        )
+    return ledger
+
+
+def unpickle_ledger(state: dict[str, Any]) -> Ledger:
+    """What ``pickle`` calls to load a :class:`Ledger` (see ``Ledger.__reduce__``)."""
+    return restore(state)
+
+
+def is_live(ledger_id: str) -> bool:
+    """Whether a ledger with this id is alive in this process (for tests and diagnostics)."""
+    with _LOCK:
+        return ledger_id in _LIVE

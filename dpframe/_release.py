@@ -1,0 +1,206 @@
+"""One release, one type: :class:`Release`.
+
+A :class:`Release` describes one noisy value that dpframe handed out: what was released
+(method, columns, filter, grouping, bounds), how (mechanism, sensitivity, noise scale),
+what it cost (exact epsilon and delta), its error bar, and whether it is private. It is
+built *before* the noise is drawn, from public parameters only; the ledger keeps it as its
+history row, and :func:`dpframe.release_info` shows its :meth:`Release.metadata`.
+
+This module is a leaf: it imports nothing else of dpframe, and nothing of pandas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["ErrorBound", "JSONValue", "Release", "call_metadata"]
+
+JSONValue: TypeAlias = (
+    bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+)  #: A 95% half-width: one number for the whole result, or one per cell, shaped like it.
+ErrorBound: TypeAlias = float | NDArray[np.float64] | None
+
+#: What the error bars of dpframe cover; stated in every release's metadata.
+NOISE_ONLY = "noise only"
+NOISE_ONLY_CLAMPED = "noise only; the bias from clamping values into the bounds is not included"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _jsonable(value: object) -> JSONValue:
+    """Plain JSON data for ``value`` (arrays become nested lists, Fractions floats)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return _jsonable(value.item())
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Fraction | float):
+        number = float(value)
+        return number if math.isfinite(number) else str(number)
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Release:
+    """What one release consists of: built before its noise is drawn, never changed after.
+
+    Attributes
+    ----------
+    method : str
+        The releasing method (``"count"``, ``"crosstab"``, ``"sum"``, ...).
+    columns : tuple of str
+        Every column the release read (values and grouping columns).
+    mechanism : str
+        The noise mechanism (``"geometric"``, ...).
+    epsilon, delta : Fraction
+        The exact cost charged for this release.
+    sensitivity : float or None
+        The most one row can change one released value (in the released units).
+    noise_scale : float or None
+        The noise's scale parameter (``sensitivity / epsilon`` for the geometric).
+    private : bool
+        False when the noise came from a caller's ``rng=`` (reproducible, so not private).
+    alpha : float or None
+        The error bars hold with probability at least ``1 - alpha``.
+    noise_error_bound : float, numpy array or None
+        The ``1 - alpha`` half-width of the noise of each released value: a number, or an
+        array shaped like the released table.
+    error_bound_covers : str
+        What the error bar covers (the noise only; clamping bias never, since it would
+        need the data).
+    where : str or None
+        The row filter, as given (an expression), or a description of it.
+    by : tuple of str
+        The grouping columns.
+    bounds : tuple of float or None
+        The declared (or privately estimated) range of one value, for sums.
+    post_processing : tuple of str
+        What was done to the noisy values afterwards (free of privacy cost).
+    details : tuple of (str, JSON value) pairs
+        Further facts specific to the method (grid step, threshold, ...).
+    time : datetime
+        When the release was built (UTC).
+    """
+
+    method: str
+    columns: tuple[str, ...]
+    mechanism: str
+    epsilon: Fraction
+    delta: Fraction
+    sensitivity: float | None
+    noise_scale: float | None
+    private: bool
+    alpha: float | None = 0.05
+    noise_error_bound: ErrorBound = None
+    error_bound_covers: str = NOISE_ONLY
+    where: str | None = None
+    by: tuple[str, ...] = ()
+    bounds: tuple[float, float] | None = None
+    post_processing: tuple[str, ...] = ()
+    details: tuple[tuple[str, JSONValue], ...] = ()
+    time: datetime.datetime = dataclasses.field(default_factory=_now)
+
+    def replace(self, **changes: object) -> Release:
+        """A copy with some fields changed (the release itself never changes)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def metadata(self) -> dict[str, JSONValue]:
+        """What :func:`dpframe.release_info` shows: plain, JSON-serializable data."""
+        return {
+            "method": self.method,
+            "columns": list(self.columns),
+            "where": self.where,
+            "by": list(self.by),
+            "mechanism": self.mechanism,
+            "epsilon": float(self.epsilon),
+            "epsilon_exact": str(self.epsilon),  # "1/2", "1/11": exact
+            "delta": float(self.delta),
+            "delta_exact": str(self.delta),
+            "sensitivity": self.sensitivity,
+            "noise_scale": self.noise_scale,
+            "bounds": None if self.bounds is None else list(self.bounds),
+            "alpha": self.alpha,
+            "noise_error_bound": _jsonable(self.noise_error_bound),
+            "error_bound_covers": self.error_bound_covers,
+            "private": self.private,
+            "post_processing": list(self.post_processing),
+            **{key: _jsonable(value) for key, value in self.details},
+        }
+
+    def record(self) -> dict[str, JSONValue]:
+        """The ledger's record of this release: exact amounts as strings, JSON data.
+
+        Read back by :func:`dpframe._persistence.parse_release`. A table's error bar is
+        kept as its largest cell or margin bar.
+        """
+        bound = self.noise_error_bound
+        if isinstance(bound, np.ndarray):
+            bound = float(bound.max()) if bound.size else None
+        return {
+            "time": self.time.isoformat(),
+            "method": self.method,
+            "columns": list(self.columns),
+            "where": self.where,
+            "by": list(self.by),
+            "bounds": None if self.bounds is None else list(self.bounds),
+            "mechanism": self.mechanism,
+            "epsilon": str(self.epsilon),
+            "delta": str(self.delta),
+            "sensitivity": self.sensitivity,
+            "noise_scale": self.noise_scale,
+            "alpha": self.alpha,
+            "noise_error_bound": None if bound is None else float(bound),
+            "private": self.private,
+        }
+
+    def summary(self) -> dict[str, JSONValue]:
+        """The short form used for the parts of a multi-part call."""
+        return {
+            "method": self.method,
+            "mechanism": self.mechanism,
+            "epsilon": float(self.epsilon),
+            "epsilon_exact": str(self.epsilon),
+            "delta": float(self.delta),
+            "delta_exact": str(self.delta),
+            "private": self.private,
+        }
+
+
+def call_metadata(parts: Sequence[Release]) -> dict[str, JSONValue]:
+    """The metadata of a call whose result is its last part, costing all of them.
+
+    A call may draw noise more than once (``bounds="auto"`` first releases a noisy
+    histogram, then the sum): the result describes the last part, and its ``epsilon`` and
+    ``delta`` are the whole cost of the call, with every part listed under ``"parts"``.
+    """
+    main = parts[-1]
+    info = main.metadata()
+    if len(parts) > 1:
+        epsilon = sum((p.epsilon for p in parts), Fraction(0))
+        delta = sum((p.delta for p in parts), Fraction(0))
+        info.update(
+            epsilon=float(epsilon),
+            epsilon_exact=str(epsilon),
+            delta=float(delta),
+            delta_exact=str(delta),
+            private=all(p.private for p in parts),
+            parts=[p.summary() for p in parts],
+        )
+    return info
