@@ -38,9 +38,8 @@ from _timing import median_seconds  # sets single-threaded BLAS before numpy loa
 from dask.distributed import Client, LocalCluster
 
 import dpframe
-import dpframe._dask  # registers .dp on Dask DataFrames (done by `import dpframe` with the extra)
-from dpframe import _aggregate
-from dpframe._dask import DaskData
+from dpframe._backends import Group
+from dpframe._backends.dask_backend import DaskBackend
 
 ROWS = 100_000_000
 PARTITION_ROWS = 2_000_000
@@ -211,10 +210,10 @@ def main() -> None:
 
         shape = dp_counts().shape
         groups = [
-            _aggregate.Group(name, pd.Index(keys), ddf._meta[name].dtype)
+            Group(name, pd.Index(keys), ddf._meta[name].dtype)
             for name, keys in (("a", A_KEYS), ("b", B_KEYS))
         ]
-        exact_dp = DaskData(ddf).count_table(groups, None)
+        exact_dp = DaskBackend(ddf).rows(None).count_table(groups)
         cells = pd.MultiIndex.from_product([A_KEYS, B_KEYS], names=["a", "b"])
         exact_dask = dask_counts().reindex(cells, fill_value=0).to_numpy().reshape(shape)
         print(
