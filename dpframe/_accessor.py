@@ -128,6 +128,16 @@ class DPAccessor:
         See Also
         --------
         set_budget : Set the total budget.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import census
+        >>> df = census(100, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> _ = df.dp.count(epsilon=0.25)
+        >>> df.dp.ledger.remaining
+        Budget(epsilon=0.75, delta=0)
         """
         return self._backend.ledger
 
@@ -230,7 +240,7 @@ class DPAccessor:
             Categorical categories, or ``domain[name]``; keys absent from the data still
             get a (noisy) count, and rows whose key is missing or outside the domain are
             counted in no group.
-        where : str, boolean Series or array, optional
+        where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition (``"Age >= 18"``).
         nonnegative : bool, default False
             Set negative noisy counts to 0 (seed 003's post-processing; biases counts
@@ -351,11 +361,17 @@ class DPAccessor:
             estimates it privately first (seed 004's ApproxBounds: a histogram of the
             values on a log scale, with noise), spending ``bounds_epsilon`` of
             ``epsilon``, recorded in the ledger as its own row.
-        by, where, domain, rng
-            As for :meth:`count`.
+        by : column name or list of names, optional
+            Sum per group, over the declared domains (as for :meth:`count`).
+        where : str, bool Series or bool array, optional
+            Sum only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys for grouping columns that are not Categorical.
         bounds_epsilon : float, optional
             With ``bounds="auto"``: the share of ``epsilon`` spent on the bounds
             (default: a quarter). The sum itself gets the rest.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
 
         Returns
         -------
@@ -596,7 +612,7 @@ class DPAccessor:
         p : float, default 0.5
             Probability of deciding True when the count is exactly ``min_count``
             (``"cutoff"`` has no such choice).
-        where : str, boolean Series or array, optional
+        where : str, bool Series or bool array, optional
             As for :meth:`count`.
         rng : numpy Generator or seed, optional
             For teaching and tests only; recorded as not private.

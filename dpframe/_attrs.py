@@ -105,8 +105,8 @@ class _LedgerHandle(dict[str, Any]):
     def refresh(self, added: Sequence[Release]) -> None:
         """Mirror the ledger's totals, and append the records of ``added``."""
         self["budget_set"] = self.ledger.budget_set
-        self["total"] = self.ledger.total_record()
-        self["spent"] = self.ledger.spent_record()
+        self["total"] = self.ledger._total_record()
+        self["spent"] = self.ledger._spent_record()
         history: list[JSONValue] = self["history"]
         history.extend(release.record() for release in added)
 
@@ -158,7 +158,7 @@ class _Mirror:
             handle.refresh(added)
 
 
-Ledger.observers.append(_Mirror())
+Ledger._observers.append(_Mirror())
 
 
 def handle_of(ledger: Ledger) -> _LedgerHandle:

@@ -773,10 +773,14 @@ def geometric_accuracy(
 
     Parameters
     ----------
-    epsilon, sensitivity, bounds, constant_time
-        As for :func:`geometric` (``out_of_range="clamp"``).
+    epsilon, sensitivity : float or Fraction
+        As for :func:`geometric`.
     alpha : float, default 0.05
         The probability that the error exceeds the half-width (0.05 gives a 95% bar).
+    bounds : tuple of int, optional
+        As for :func:`geometric` (``out_of_range="clamp"``).
+    constant_time : bool, default False
+        As for :func:`geometric`.
     terms : int, default 1
         The bar of a sum of ``terms`` independent noise values (unbounded only), such
         as the margin of a noisy table, which adds the noise of its cells.

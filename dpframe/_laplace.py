@@ -380,7 +380,9 @@ def laplace_accuracy(
 
     Parameters
     ----------
-    epsilon, sensitivity, bounds
+    epsilon, sensitivity : float or Fraction
+        As for :func:`laplace`.
+    bounds : tuple of float
         As for :func:`laplace`.
     alpha : float, default 0.05
         Allowed probability of a larger error, strictly between 0 and 1.
@@ -848,7 +850,9 @@ def bounded_laplace_accuracy(
 
     Parameters
     ----------
-    epsilon, delta, sensitivity, bounds
+    epsilon, delta, sensitivity : float or Fraction
+        As for :func:`bounded_laplace`.
+    bounds : tuple of float
         As for :func:`bounded_laplace`.
     alpha : float, default 0.05
         Allowed probability of a larger error, strictly between 0 and 1.

@@ -149,7 +149,7 @@ class Ledger:
     )
 
     #: Observers of every ledger (registered by dpframe._attrs and dpframe._persistence).
-    observers: ClassVar[list[LedgerObserver]] = []
+    _observers: ClassVar[list[LedgerObserver]] = []
 
     _id: str
     _lock: threading.RLock
@@ -165,7 +165,7 @@ class Ledger:
         self._setup(uuid.uuid4().hex)
 
     @classmethod
-    def rebuilt(
+    def _rebuilt(
         cls,
         ledger_id: str,
         total: tuple[Fraction | float, Fraction | float],
@@ -199,7 +199,7 @@ class Ledger:
             self._announce()
 
     def _announce(self) -> None:
-        for observer in Ledger.observers:
+        for observer in Ledger._observers:
             observer.created(self)
 
     # ---------------------------------------------------------------- state
@@ -236,12 +236,6 @@ class Ledger:
             )
 
     @property
-    def releases(self) -> tuple[Release, ...]:
-        """Every recorded release, oldest first."""
-        with self._lock:
-            return tuple(self._releases)
-
-    @property
     def history(self) -> pd.DataFrame:
         """One row per release, for display.
 
@@ -273,19 +267,19 @@ class Ledger:
                 "version": FORMAT_VERSION,
                 "id": self._id,
                 "budget_set": self._budget_set,
-                "total": self.total_record(),
-                "spent": self.spent_record(),
+                "total": self._total_record(),
+                "spent": self._spent_record(),
                 "history": [release.record() for release in self._releases],
             }
 
-    def total_record(self) -> dict[str, JSONValue]:
+    def _total_record(self) -> dict[str, JSONValue]:
         """The total as exact strings (``"1/2"``, ``"inf"``)."""
         return {
             "epsilon": fraction_text(self._total_epsilon),
             "delta": fraction_text(self._total_delta),
         }
 
-    def spent_record(self) -> dict[str, JSONValue]:
+    def _spent_record(self) -> dict[str, JSONValue]:
         """What was spent, as exact strings."""
         return {
             "epsilon": fraction_text(self._spent_epsilon),
@@ -481,6 +475,18 @@ class Ledger:
     def charge_many(self, releases: Sequence[Release]) -> None:
         """Record several releases (the parts of one call), all or none.
 
+        Parameters
+        ----------
+        releases : sequence of Release
+            The parts, each with its exact cost.
+
+        Raises
+        ------
+        BudgetExceededError
+            When their summed cost does not fit (nothing is recorded).
+
+        Notes
+        -----
         The summed cost is re-checked under the ledger's lock, so a concurrent release
         cannot leave some parts charged and others refused.
         """
@@ -499,7 +505,7 @@ class Ledger:
                 self._spent_delta += release.delta
             self._changed(releases)
 
-    def absorb(
+    def _absorb(
         self,
         total: tuple[Fraction | float, Fraction | float],
         spent: tuple[Fraction, Fraction],
@@ -544,7 +550,7 @@ class Ledger:
 
     def _changed(self, added: Sequence[Release]) -> None:
         """Tell the observers (lock held)."""
-        for observer in Ledger.observers:
+        for observer in Ledger._observers:
             observer.changed(self, added)
 
     # ---------------------------------------------------------------- copying

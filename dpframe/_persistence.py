@@ -61,7 +61,7 @@ class _Registry:
             )
 
 
-Ledger.observers.append(_Registry())
+Ledger._observers.append(_Registry())
 
 
 class _BadRecordError(InvalidParameterError):
@@ -226,18 +226,18 @@ def restore(state: object) -> Ledger:
     with _LOCK:
         ledger = _LIVE.get(saved.ledger_id)
         if ledger is None:
-            ledger = Ledger.rebuilt(
+            ledger = Ledger._rebuilt(
                 saved.ledger_id, saved.total, saved.releases, budget_set=saved.budget_set
             )
             mark = _HIGH_WATER.get(saved.ledger_id)
             if mark is not None:
-                ledger.absorb(
+                ledger._absorb(
                     (mark[0], mark[1]),
                     (mark[2], mark[3]),
                     "spent after this copy was saved",
                     budget_set=mark[4],
                 )
-        ledger.absorb(
+        ledger._absorb(
             saved.total,
             saved.spent,
             "spent in another copy of this ledger",

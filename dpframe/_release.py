@@ -42,6 +42,9 @@ def _jsonable(value: object) -> JSONValue:
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, np.ndarray):
+        if value.dtype.kind in "iub" or (value.dtype.kind == "f" and np.isfinite(value).all()):
+            nested: list[JSONValue] = value.tolist()  # plain Python numbers, at C speed
+            return nested
         return [_jsonable(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         return _jsonable(value.item())

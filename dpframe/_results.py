@@ -34,6 +34,13 @@ RELEASE_KEY = "dpframe.release"
 class DPInt(int):
     """An ``int`` released by dpframe; ``.dp`` holds the release's metadata.
 
+    Parameters
+    ----------
+    value : int
+        The released integer.
+    metadata : dict
+        The release's metadata (what :func:`release_info` returns).
+
     Examples
     --------
     >>> from dpframe import DPInt
@@ -55,6 +62,13 @@ class DPInt(int):
 
 class DPFloat(float):
     """A ``float`` released by dpframe; ``.dp`` holds the release's metadata.
+
+    Parameters
+    ----------
+    value : float
+        The released number.
+    metadata : dict
+        The release's metadata (what :func:`release_info` returns).
 
     Examples
     --------
@@ -82,6 +96,13 @@ class DPBool(int):
     prints, compares and tests as ``True`` or ``False`` (``if decision:``,
     ``decision == True``); only ``isinstance(decision, bool)`` and ``decision is True``
     differ. ``bool(decision)`` gives a plain ``bool``.
+
+    Parameters
+    ----------
+    value : bool
+        The released decision.
+    metadata : dict
+        The release's metadata (what :func:`release_info` returns).
 
     Examples
     --------
@@ -123,8 +144,22 @@ def _fingerprint(result: pd.Series[Any] | pd.DataFrame) -> str:
     return digest.hexdigest()
 
 
+class _ReleaseTag(dict[str, Any]):
+    """What ``attrs["dpframe.release"]`` holds: the metadata and the fingerprint, as JSON.
+
+    Never changed after it is made, so pandas' deep copy of ``attrs`` on every derived
+    object (a table's per-cell error bars can be large) returns the tag itself.
+    """
+
+    def __copy__(self) -> _ReleaseTag:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _ReleaseTag:
+        return self
+
+
 def _tag(result: pd.Series[Any] | pd.DataFrame, metadata: dict[str, JSONValue]) -> None:
-    result.attrs[RELEASE_KEY] = {"metadata": metadata, "fingerprint": _fingerprint(result)}
+    result.attrs[RELEASE_KEY] = _ReleaseTag(metadata=metadata, fingerprint=_fingerprint(result))
 
 
 def integer(value: int, metadata: dict[str, JSONValue]) -> DPInt:

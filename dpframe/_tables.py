@@ -32,7 +32,7 @@ def labels(groups: Sequence[Group]) -> pd.Index:
     if len(groups) == 1:
         return _level(groups[0])
     product: pd.Index = pd.MultiIndex.from_product(
-        [g.domain for g in groups], names=[g.name for g in groups]
+        [_level(g) for g in groups], names=[g.name for g in groups]
     )
     return product
 

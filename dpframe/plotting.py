@@ -131,7 +131,11 @@ def output_distribution(
     ----------
     true_value : int
         The exact integer result being released.
-    epsilon, sensitivity, bounds, out_of_range
+    epsilon, sensitivity : float or Fraction
+        As for :func:`dpframe.mechanisms.geometric`.
+    bounds : tuple of int, optional
+        As for :func:`dpframe.mechanisms.geometric`.
+    out_of_range : {"clamp", "resample"}, default "clamp"
         As for :func:`dpframe.mechanisms.geometric`.
 
     Returns
@@ -240,8 +244,12 @@ def plot_output_distribution(
     ----------
     true_values : int or sequence of int
         The true value(s) whose output distribution to draw.
-    epsilon, sensitivity, bounds, out_of_range
+    epsilon, sensitivity : float or Fraction
         As for :func:`dpframe.mechanisms.geometric`; see :func:`output_distribution`.
+    bounds : tuple of int, optional
+        As for :func:`dpframe.mechanisms.geometric`.
+    out_of_range : {"clamp", "resample"}, default "clamp"
+        As for :func:`dpframe.mechanisms.geometric`.
     samples : array_like of int, or a sequence of them, optional
         Outputs actually released, to compare with the exact distribution: one array
         for one true value, or one array per true value (in the same order). Their

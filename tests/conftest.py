@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import secrets
 
 import numpy as np
 import pandas as pd
@@ -43,3 +45,13 @@ def budgeted(
     """``frame`` with a budget set (unlimited by default, as for classroom exploration)."""
     frame.dp.set_budget(epsilon=epsilon, delta=delta)
     return frame
+
+
+@pytest.fixture
+def test_rng() -> np.random.Generator:
+    """A test-only generator (for data and shuffles, never for privacy noise) whose seed is
+    printed, so that a failing run can be replayed: ``DPFRAME_TEST_SEED=<seed> pytest ...``
+    (pytest shows a failing test's captured output)."""
+    seed = int(os.environ.get("DPFRAME_TEST_SEED") or secrets.randbits(63))
+    print(f"test generator seed: {seed} (replay with DPFRAME_TEST_SEED={seed})")
+    return np.random.default_rng(seed)

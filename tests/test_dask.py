@@ -262,10 +262,15 @@ def test_where_series_and_string_select_the_same_rows(ddf: Any, df: pd.DataFrame
 # ---------------------------------------------------------------- noise
 
 
-def _noise_fit(monkeypatch: pytest.MonkeyPatch, client: Any, epsilon: float, weaken: bool) -> float:
+def _noise_fit(
+    monkeypatch: pytest.MonkeyPatch,
+    client: Any,
+    epsilon: float,
+    weaken: bool,
+    gen: np.random.Generator,
+) -> float:
     """P-value of (released - exact) over a 20,000-cell crosstab against the geometric PMF."""
     keys = 10_000
-    gen = np.random.default_rng()
     rows = 30_000
     frame = pd.DataFrame(
         {
@@ -289,17 +294,19 @@ def _noise_fit(monkeypatch: pytest.MonkeyPatch, client: Any, epsilon: float, wea
     return chi_square_pvalue(noise, support, two_sided_geometric_pmf(support, epsilon))
 
 
+@pytest.mark.statistical
 def test_noise_added_to_the_dask_table_fits_the_geometric_pmf(
-    monkeypatch: pytest.MonkeyPatch, client: Any
+    monkeypatch: pytest.MonkeyPatch, client: Any, test_rng: np.random.Generator
 ) -> None:
-    assert _noise_fit(monkeypatch, client, 0.5, weaken=False) >= FALSE_ALARM
+    assert _noise_fit(monkeypatch, client, 0.5, False, test_rng) >= FALSE_ALARM
 
 
+@pytest.mark.statistical
 def test_noise_test_detects_a_quarter_less_noise(
-    monkeypatch: pytest.MonkeyPatch, client: Any
+    monkeypatch: pytest.MonkeyPatch, client: Any, test_rng: np.random.Generator
 ) -> None:
     # Validity twin of the test above: the same fit rejects a weakened mechanism.
-    assert _noise_fit(monkeypatch, client, 0.5, weaken=True) < FALSE_ALARM
+    assert _noise_fit(monkeypatch, client, 0.5, True, test_rng) < FALSE_ALARM
 
 
 def test_noise_is_drawn_once_on_the_client_on_the_whole_exact_table(

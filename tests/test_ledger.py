@@ -27,6 +27,8 @@ from dpframe._ledger import Ledger
 from dpframe._release import Release
 from dpframe.errors import (
     BudgetExceededError,
+    BudgetNotSetError,
+    DPFrameError,
     InvalidParameterError,
     InvalidParameterTypeError,
 )
@@ -467,3 +469,78 @@ def test_charge_many_is_all_or_nothing() -> None:
     assert len(ledger.history) == 1
     ledger.charge_many([_part(Fraction(1, 4)), _part(Fraction(1, 4))])
     assert ledger.remaining.epsilon == 0
+
+
+# ---------------------------------------------------------------- transactions
+
+
+def test_a_transaction_checks_the_whole_cost_on_entry() -> None:
+    ledger = Ledger()
+    ledger.set_budget(1)
+    with pytest.raises(BudgetExceededError), ledger.transaction(F(3, 2)):
+        pytest.fail("the body of a refused transaction must not run")
+    assert ledger.spent == Budget(F(0), F(0))
+
+
+def test_a_transaction_charges_every_drawn_part_even_when_a_later_step_fails() -> None:
+    ledger = Ledger()
+    ledger.set_budget(1)
+
+    def release_then_fail() -> None:
+        with ledger.transaction(F(1, 2)) as spending:
+            spending.drawn(_part(F(1, 8)))
+            spending.drawn(_part(F(3, 8)))
+            raise RuntimeError("a step after the draw failed")
+
+    with pytest.raises(RuntimeError, match="after the draw"):
+        release_then_fail()
+    assert ledger.spent.epsilon == F(1, 2)
+    assert list(ledger.history["method"]) == ["sum", "sum"]
+
+
+def test_a_transaction_that_drew_nothing_charges_nothing() -> None:
+    ledger = Ledger()
+    ledger.set_budget(1)
+    with pytest.raises(ValueError, match="before any draw"), ledger.transaction(F(1, 2)):
+        raise ValueError("refused before any draw")
+    with ledger.transaction(F(1, 2)):
+        pass
+    assert ledger.spent.epsilon == 0
+    assert len(ledger.history) == 0
+
+
+def test_a_part_cannot_draw_more_than_its_call_checked() -> None:
+    ledger = Ledger()
+    ledger.set_budget(1)
+    with (
+        pytest.raises(DPFrameError, match="internal error"),
+        ledger.transaction(F(1, 4)) as spending,
+    ):
+        spending.drawn(_part(F(1, 2)))
+
+
+def test_no_budget_means_no_release_and_says_why() -> None:
+    ledger = Ledger()
+    assert not ledger.budget_set
+    with pytest.raises(BudgetNotSetError) as raised:
+        ledger.transaction(F(1, 10))
+    message = str(raised.value)
+    assert "set_budget(epsilon=" in message
+    assert "math.inf" in message
+    assert "merge" in message
+    assert "pd.DataFrame(df)" in message
+    assert "Ledger(total=not set" in repr(ledger)
+
+
+def test_an_unlimited_budget_is_explicit_and_shown_as_such() -> None:
+    ledger = Ledger()
+    ledger.set_budget(math.inf)
+    assert ledger.budget_set
+    assert ledger.total == Budget(math.inf, math.inf)
+    with ledger.transaction(F(100), F(1, 2)) as spending:
+        spending.drawn(_part(F(100)))
+    assert "Ledger(total=unlimited" in repr(ledger)
+    assert "unlimited" in ledger._repr_html_()
+    ledger.set_budget(200)  # lowering an unlimited budget is allowed
+    with pytest.raises(InvalidParameterError, match="never raised"):
+        ledger.set_budget(math.inf)
