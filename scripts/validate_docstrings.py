@@ -18,7 +18,13 @@ from collections.abc import Iterator
 
 from numpydoc.validate import validate
 
-MODULES = ("dpframe", "dpframe.mechanisms", "dpframe.plotting", "dpframe.datasets", "dpframe.errors")
+MODULES = (
+    "dpframe",
+    "dpframe.mechanisms",
+    "dpframe.plotting",
+    "dpframe.datasets",
+    "dpframe.errors",
+)
 
 IGNORED = {
     "GL01": "dpframe's summaries start on the line of the opening quotes (PEP 257)",
