@@ -16,17 +16,19 @@ Every method reads top to bottom, in the same five steps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import collections
+import sys
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpframe import _decisions, _plans, _results, _tables, _validation, mechanisms
+from dpframe import _attrs, _decisions, _plans, _results, _tables, _validation, mechanisms
 from dpframe._backends import Backend, Group, SumGrid, backend_for
-from dpframe._ledger import Ledger
+from dpframe._ledger import Ledger, encode_key
 from dpframe._release import call_metadata
 from dpframe._typing import (
     AutoBounds,
@@ -40,12 +42,26 @@ from dpframe._typing import (
     RNGLike,
     Where,
 )
-from dpframe.errors import DomainError
+from dpframe.errors import (
+    DomainError,
+    InvalidParameterTypeError,
+    LedgerConflictError,
+    PrivacyUnitError,
+)
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
 
 __all__ = ["DPAccessor", "dp"]
+
+
+def _resolved(where: Where) -> Where:
+    """``where=`` checked row-wise, its ``@names`` read where the ``.dp`` method was called."""
+    if isinstance(where, str) and "@" in where:
+        caller = sys._getframe(2)  # 0: here, 1: the accessor method, 2: the user's code
+        scope = collections.ChainMap(caller.f_locals, caller.f_globals)
+        return cast(Where, _validation.where_condition(where, scope))
+    return cast(Where, _validation.where_condition(where, {}))
 
 
 def _where_text(where: Where) -> str | None:
@@ -105,9 +121,9 @@ class DPAccessor:
     Examples
     --------
     >>> import dpframe
-    >>> from dpframe.datasets import census
+    >>> from dpframe.datasets import CENSUS_DOMAINS, census
     >>> df = census(1000, rng=0)
-    >>> df.dp.set_budget(epsilon=1.0)
+    >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
     >>> table = df.dp.crosstab("Occupation", "Sex", epsilon=0.5)
     >>> table.shape
     (5, 2)
@@ -141,7 +157,13 @@ class DPAccessor:
         """
         return self._backend.ledger
 
-    def set_budget(self, epsilon: PrivacyAmount, delta: PrivacyAmount | None = None) -> None:
+    def set_budget(
+        self,
+        epsilon: PrivacyAmount,
+        delta: PrivacyAmount | None = None,
+        *,
+        domains: Domain | None = None,
+    ) -> None:
         """Set the total privacy budget (epsilon, delta) for this frame's data.
 
         Parameters
@@ -152,6 +174,12 @@ class DPAccessor:
         delta : float or Fraction, optional
             The total failure-probability budget in ``[0, 1)``; default 0 (or unlimited
             when ``epsilon`` is ``math.inf``).
+        domains : dict, optional
+            The declared keys of grouping columns, once for the data set (its code book):
+            ``{"Sex": ["F", "M"], "Age": range(16, 96)}``. Any ordered list-like is
+            accepted (``df["k"].cat.categories`` asserts that a Categorical's categories
+            come from a code book, not from the data). Keys are checked against each
+            column's dtype. Frames derived from this one inherit them with the ledger.
 
         See Also
         --------
@@ -160,24 +188,188 @@ class DPAccessor:
         Notes
         -----
         Until a budget is set, every release is refused. A budget can be lowered but never
-        raised, and never set below what was already spent.
+        raised, and never set below what was already spent. Declared domains cannot be
+        changed afterwards (a code book does not change between releases). Each row of a
+        frame released from is assumed to belong to a different person; the ledger notes
+        whether this frame's index labels are unique, and frames derived from it that
+        repeat labels are refused.
 
         Examples
         --------
         >>> import dpframe
-        >>> from dpframe.datasets import census
+        >>> from dpframe.datasets import OCCUPATIONS, SEXES, census
         >>> df = census(100, rng=0)
-        >>> df.dp.set_budget(epsilon=1.0, delta=1e-6)
+        >>> df.dp.set_budget(epsilon=1.0, delta=1e-6, domains={"Sex": SEXES})
         >>> df.dp.ledger.total
         Budget(epsilon=1, delta=0.000001)
+        >>> list(df.dp.ledger.domains["Sex"])
+        ['M', 'F']
         """
-        self.ledger.set_budget(epsilon, delta)
+        _validation.budget(epsilon, delta)  # refuse a bad budget before declaring anything
+        declared = self._declared_domains(domains)
+        ledger = self.ledger
+        ledger.declare_domains(declared, row_labels=self._backend.row_labels)
+        ledger.set_budget(epsilon, delta)
+
+    def _declared_domains(self, domains: Domain | None) -> dict[ColumnLabel, pd.Index]:
+        if domains is None:
+            return {}
+        if not isinstance(domains, Mapping):
+            raise InvalidParameterTypeError(
+                f"domains must be a dict mapping column names to lists of keys, got "
+                f'{type(domains).__name__}. Example: domains={{"Sex": ["F", "M"]}}.'
+            )
+        dtypes = self._backend.check_columns(domains.keys(), "domains")
+        declared = {}
+        for name, keys in domains.items():
+            index = _validation.domain_keys(keys, name)
+            declared[name] = _validation.declared_domain(dtypes[name], name, {name: index}, {})
+            for key in declared[name]:
+                encode_key(key)  # refuse, now, keys that could not be saved with the ledger
+        return declared
+
+    # ------------------------------------------------------------ combining with other frames
+
+    def merge(self, right: pd.DataFrame | pd.Series[Any], **kwargs: Any) -> pd.DataFrame:
+        """``DataFrame.merge`` that keeps this frame's ledger and never duplicates its rows.
+
+        pandas drops ``attrs`` (and so the ledger) when one side of a merge has none, as a
+        public code table does; this merge re-attaches the ledger to the result.
+
+        Parameters
+        ----------
+        right : pandas.DataFrame or named pandas.Series
+            The frame to merge with: a public table (no ledger), or a frame of the same
+            data (same ledger; then the merge must be one-to-one).
+        **kwargs
+            Passed to :meth:`pandas.DataFrame.merge` (``on``, ``how``, ``suffixes``...).
+            ``validate`` defaults to ``"many_to_one"``: each row of this frame matches at
+            most one row of ``right``, so every person keeps at most one row; merges that
+            can repeat this frame's rows (``"one_to_many"``, ``"many_to_many"``,
+            ``how="cross"``) are refused.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The merged frame, spending this frame's budget.
+
+        Raises
+        ------
+        LedgerConflictError
+            When ``right`` spends a different budget.
+        PrivacyUnitError
+            When the merge could give a person several rows.
+
+        See Also
+        --------
+        join : The same for ``DataFrame.join``.
+
+        Notes
+        -----
+        Releases assume each row belongs to a different person. A many-to-one merge with
+        a public table keeps that; merging a frame with (a part of) itself is allowed
+        only one-to-one, which pandas checks on the keys.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> import dpframe
+        >>> from dpframe.datasets import census
+        >>> df = census(100, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> codes = pd.DataFrame({"Sex": ["M", "F"], "label": ["male", "female"]})
+        >>> merged = df.dp.merge(codes.astype({"Sex": df["Sex"].dtype}), on="Sex")
+        >>> merged.dp.ledger is df.dp.ledger
+        True
+        """
+        frame, ledger = self._pandas_frame("merge"), self.ledger
+        if kwargs.get("how") == "cross":
+            raise PrivacyUnitError(
+                'how="cross" pairs every row with every row of the other frame, so each person '
+                "would have many rows. Merge on keys instead (on=...)."
+            )
+        validate = _merge_validate(kwargs.pop("validate", None), _same_ledger(ledger, right))
+        try:
+            merged = frame.merge(right, validate=validate, **kwargs)
+        except pd.errors.MergeError as error:
+            raise PrivacyUnitError(
+                f"{error}: with validate={validate!r} each row of this frame must match at "
+                f"most one row of the other, so that every person keeps one row. Make the "
+                f"other frame's keys unique first (e.g. drop_duplicates(subset=...))."
+            ) from error
+        _attrs.attach(merged, ledger)
+        return merged
+
+    def join(self, other: pd.DataFrame | pd.Series[Any], **kwargs: Any) -> pd.DataFrame:
+        """``DataFrame.join`` that keeps this frame's ledger and never duplicates its rows.
+
+        Parameters
+        ----------
+        other : pandas.DataFrame or named pandas.Series
+            One frame to join (a list is refused: join them one at a time).
+        **kwargs
+            Passed to :meth:`pandas.DataFrame.join` (``on``, ``how``, ``lsuffix``...);
+            ``validate`` is checked as in :meth:`merge`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The joined frame, spending this frame's budget.
+
+        See Also
+        --------
+        merge : The rules, and what pandas does without them.
+
+        Notes
+        -----
+        As for :meth:`merge`: the join may not give a person several rows.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> import dpframe
+        >>> df = pd.DataFrame({"region": ["N", "S", "N"], "x": [1.0, 2.0, 3.0]})
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> names = pd.DataFrame({"name": ["North", "South"]}, index=["N", "S"])
+        >>> df.dp.join(names, on="region").dp.ledger is df.dp.ledger
+        True
+        """
+        frame, ledger = self._pandas_frame("join"), self.ledger
+        given: object = other  # checked at run time, whatever the annotation says
+        if isinstance(given, list | tuple):
+            raise InvalidParameterTypeError(
+                "df.dp.join takes one frame at a time, so that each join can be checked; "
+                "chain the calls: df.dp.join(a).dp.join(b)."
+            )
+        if kwargs.get("how") == "cross":
+            raise PrivacyUnitError('how="cross" would give each person many rows.')
+        validate = _merge_validate(kwargs.pop("validate", None), _same_ledger(ledger, other))
+        try:
+            joined = frame.join(other, validate=validate, **kwargs)
+        except pd.errors.MergeError as error:
+            raise PrivacyUnitError(
+                f"{error}: each row of this frame must match at most one row of the other "
+                f"(validate={validate!r}), so that every person keeps one row."
+            ) from error
+        _attrs.attach(joined, ledger)
+        return joined
+
+    def _pandas_frame(self, method: str) -> pd.DataFrame:
+        if not isinstance(self._frame, pd.DataFrame):
+            raise InvalidParameterTypeError(
+                f"df.dp.{method} is for pandas DataFrames; on a Dask DataFrame use "
+                f"ddf.{method}(...), which keeps the ledger through Dask's metadata."
+            )
+        return self._frame
 
     # ------------------------------------------------------------ shared steps
 
     def _groups(self, columns: Columns, domain: Domain | None, param: str) -> list[Group]:
-        names = _validation.column_names(columns, param)
-        return [self._backend.group(name, domain, param) for name in names]
+        """The groupings of ``columns``; ``domain=`` may only name the call's groupings."""
+        keys = _validation.column_names(columns, param)
+        names = [self._backend.column_label(key, param) for key in keys]
+        checked = _validation.check_domain_columns(domain, names)
+        return [self._backend.group(name, checked, param) for name in names]
 
     @staticmethod
     def _scope(
@@ -277,15 +469,16 @@ class DPAccessor:
         Examples
         --------
         >>> import dpframe
-        >>> from dpframe.datasets import census
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
         >>> df = census(1000, rng=0)
-        >>> df.dp.set_budget(epsilon=1.0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
         >>> by_sex = df.dp.count(epsilon=0.5, by="Sex")
         >>> list(by_sex.index)
         ['M', 'F']
         >>> dpframe.release_info(by_sex)["noise_error_bound"]
         6.0
         """
+        where = _resolved(where)
         eps = _validation.epsilon(epsilon)
         keep_nonnegative = _validation.flag(nonnegative, "nonnegative")
         generator = _validation.rng(rng)
@@ -404,13 +597,14 @@ class DPAccessor:
         Examples
         --------
         >>> import dpframe
-        >>> from dpframe.datasets import census
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
         >>> df = census(1000, rng=0)
-        >>> df.dp.set_budget(epsilon=1.0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
         >>> total = df.dp.sum("Age", epsilon=0.5, bounds=(0, 100))
         >>> dpframe.release_info(total)["bounds"]
         [0.0, 100.0]
         """
+        where = _resolved(where)
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
@@ -421,15 +615,17 @@ class DPAccessor:
         _plans.check_sum_epsilon(eps - bounds_share)
 
         with self.ledger.transaction(eps) as spending:
+            rule = None
             if declared is None:
                 estimate, threshold = _plans.bounds_release(scope, bounds_share)
                 histogram = mechanisms.geometric(
                     rows.log_histogram(values), epsilon=bounds_share, rng=generator
                 )
                 spending.drawn(estimate)
-                declared = _plans.bounds_from_histogram(histogram, threshold)
+                lo, hi, rule = _plans.bounds_from_histogram(histogram, threshold, bounds_share)
+                declared = (lo, hi)
             grid = SumGrid.for_bounds(*declared)
-            release = _plans.sum_release(scope, eps - bounds_share, grid)
+            release = _plans.sum_release(scope, eps - bounds_share, grid, bounds_rule=rule)
             exact = (
                 rows.sum_table(values, grid, groups).reshape(-1)
                 if groups
@@ -459,14 +655,18 @@ class DPAccessor:
         normalize: Normalize = False,
         nonnegative: bool = False,
         domain: Domain | None = None,
+        dropna: bool = True,
+        rownames: Sequence[ColumnLabel] | None = None,
+        colnames: Sequence[ColumnLabel] | None = None,
         rng: RNGLike | None = None,
     ) -> pd.DataFrame:
         """A noisy ``pd.crosstab`` of two (sets of) columns over their declared domains.
 
         Parameters
         ----------
-        index, columns : column name or list of names
-            The row and column groupings, like ``pd.crosstab(df[index], df[columns])``.
+        index, columns : column name, Series of the frame, or a list of them
+            The row and column groupings, like ``pd.crosstab(df[index], df[columns])``
+            (``df.dp.crosstab(df["Occupation"], df["Sex"], ...)`` works too).
         epsilon : float
             Privacy budget spent by this release (> 0).
         values : column name, optional
@@ -482,11 +682,20 @@ class DPAccessor:
         margins_name : str, default "All"
             The label of the totals.
         normalize : bool, {"all", "index", "columns"} or {0, 1}, default False
-            As in ``pd.crosstab``, computed from the noisy cells.
+            As in ``pd.crosstab``, computed from the noisy cells. Each share gets an
+            interval (``noise_interval`` in :func:`dpframe.release_info`) instead of a
+            half-width; pass ``nonnegative=True`` too so that shares stay in [0, 1].
         nonnegative : bool, default False
             Set negative noisy cells to 0 before margins and normalization.
         domain : dict, optional
-            Declared keys for grouping columns that are not Categorical.
+            Declared keys of the grouping columns, for this call (see :meth:`set_budget`
+            for declaring them once for the data set).
+        dropna : bool, default True
+            As in ``pd.crosstab``: rows whose key is missing are left out; with ``False``,
+            each grouping gets a missing-value cell (NaN) for them. Unlike pandas, keys
+            with no rows are kept either way: which keys occur is private.
+        rownames, colnames : sequence, optional
+            Names of the row and column levels, one per grouping, as in ``pd.crosstab``.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -522,9 +731,9 @@ class DPAccessor:
         Examples
         --------
         >>> import dpframe
-        >>> from dpframe.datasets import census
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
         >>> df = census(1000, rng=0)
-        >>> df.dp.set_budget(epsilon=1.0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
         >>> table = df.dp.crosstab("Occupation", "Sex", epsilon=0.5, margins=True)
         >>> list(table.columns)
         ['M', 'F', 'All']
@@ -532,53 +741,57 @@ class DPAccessor:
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         options = _validation.crosstab_options(
-            values, aggfunc, bounds, margins, margins_name, normalize, nonnegative
-        )
+            values, aggfunc, bounds, margins, margins_name, normalize, nonnegative, dropna,
+            rownames, colnames,
+        )  # fmt: skip
         summed = None if values is None else self._backend.numeric_column(values, "values")
-        row_groups = self._groups(index, domain, "index")
-        col_groups = self._groups(columns, domain, "columns")
+        row_groups, col_groups = self._table_groups(index, columns, domain, options)
+        groups = row_groups + col_groups
+        rows = self._backend.rows(None)
+        scope = self._scope("crosstab", [] if values is None else [values], groups, None, generator)
+        plan = _plans.table_plan(scope, eps, options, (_size(row_groups), _size(col_groups)))
+
+        with self.ledger.transaction(eps) as spending:
+            cells: NDArray[Any]
+            if plan.grid is None or summed is None:
+                cells = mechanisms.geometric(rows.count_table(groups), epsilon=eps, rng=generator)
+            else:
+                exact = rows.sum_table(summed, plan.grid, groups)
+                cells = _noisy_units(exact, eps, plan.grid, generator)
+            spending.drawn(plan.release)
+
+        table, release = _tables.crosstab_result(cells, row_groups, col_groups, options, plan)
+        return _results.frame(table, call_metadata([release]))
+
+    def _table_groups(
+        self,
+        index: Columns,
+        columns: Columns,
+        domain: Domain | None,
+        options: _validation.CrosstabOptions,
+    ) -> tuple[list[Group], list[Group]]:
+        """A crosstab's row and column groupings, checked together (schema only)."""
+        row_keys = _validation.column_names(index, "index")
+        col_keys = _validation.column_names(columns, "columns")
+        row_names = [self._backend.column_label(key, "index") for key in row_keys]
+        col_names = [self._backend.column_label(key, "columns") for key in col_keys]
+        self._backend.check_columns(row_names, "index")
+        self._backend.check_columns(col_names, "columns")
+        _validation.check_level_names(options.rownames, len(row_names), "rownames")
+        _validation.check_level_names(options.colnames, len(col_names), "colnames")
+        checked = _validation.check_domain_columns(domain, [*row_names, *col_names])
+        row_groups = [self._backend.group(name, checked, "index") for name in row_names]
+        col_groups = [self._backend.group(name, checked, "columns") for name in col_names]
+        if not options.dropna:  # pd.crosstab(dropna=False): missing keys get their own cell
+            row_groups = [group.with_missing_cell() for group in row_groups]
+            col_groups = [group.with_missing_cell() for group in col_groups]
         for group in (*row_groups, *col_groups):
             if options.margins and options.margins_name in group.domain:
                 raise DomainError(
                     f"margins_name={options.margins_name!r} is also a key of {group.name!r}; "
                     f"pick another."
                 )
-        rows = self._backend.rows(None)
-        groups = row_groups + col_groups
-        shape = (_size(row_groups), _size(col_groups))
-        scope = self._scope("crosstab", [] if values is None else [values], groups, None, generator)
-        if options.bounds is None:
-            release = _plans.count_release(scope, eps, options.post_processing)
-            units, step = 1, 1.0
-        else:
-            grid = SumGrid.for_bounds(*options.bounds)
-            release = _plans.sum_release(scope, eps, grid, options.post_processing)
-            units, step = grid.sensitivity_units, grid.step
-        bars = _plans.table_bars(
-            eps, units, step, shape, margins=options.margins, nonnegative=options.nonnegative
-        )
-
-        with self.ledger.transaction(eps) as spending:
-            cells: NDArray[Any]
-            if summed is None:
-                cells = mechanisms.geometric(rows.count_table(groups), epsilon=eps, rng=generator)
-            else:
-                cells = _noisy_units(rows.sum_table(summed, grid, groups), eps, grid, generator)
-            spending.drawn(release)
-
-        if options.nonnegative:
-            cells = np.maximum(cells, 0)
-        table = _tables.crosstab_frame(
-            cells.reshape(shape),
-            row_groups,
-            col_groups,
-            margins=options.margins,
-            margins_name=options.margins_name,
-            normalize=options.normalize,
-        )
-        bound = None if options.normalize is not False else bars.shaped(table.shape)
-        info = call_metadata([release.replace(noise_error_bound=bound)])
-        return _results.frame(table, info)
+        return row_groups, col_groups
 
     # ------------------------------------------------------------ threshold decision
 
@@ -642,12 +855,13 @@ class DPAccessor:
         Examples
         --------
         >>> import dpframe
-        >>> from dpframe.datasets import census
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
         >>> df = census(1000, rng=0)
-        >>> df.dp.set_budget(epsilon=1.0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
         >>> df.dp.threshold_decision(min_count=10, epsilon=0.5)
         True
         """
+        where = _resolved(where)
         params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
         generator = _validation.rng(rng)
         rows = self._backend.rows(where)
@@ -671,6 +885,51 @@ class DPAccessor:
             spending.drawn(release)
 
         return _results.decision(decided, call_metadata(spending.parts))
+
+
+_Validate = Literal["one_to_one", "many_to_one"]
+_ONE_ROW_EACH: dict[str, _Validate] = {"1:1": "one_to_one", "one_to_one": "one_to_one"}
+_AT_MOST_ONE_MATCH: dict[str, _Validate] = {
+    **_ONE_ROW_EACH,
+    "m:1": "many_to_one",
+    "many_to_one": "many_to_one",
+}
+
+
+def _same_ledger(ledger: Ledger, other: object) -> bool:
+    """Whether ``other`` spends ``ledger`` (True), or no budget (False); refuse another one."""
+    if not isinstance(other, pd.DataFrame | pd.Series):
+        raise InvalidParameterTypeError(
+            f"expected a pandas DataFrame or named Series to combine with, got "
+            f"{type(other).__name__}."
+        )
+    found = _attrs.ledger_of(other, create=False)
+    if found is ledger:
+        return True
+    if found is None or (not found.budget_set and not len(found.history)):
+        return False  # a public table (its .dp may have made an empty ledger)
+    if found is not ledger:
+        raise LedgerConflictError(
+            "The other frame spends a different privacy budget, so the combined frame could "
+            "not be charged to a single one. Release from each frame separately, or "
+            "combine the raw data first and call .dp.set_budget once on the combined frame."
+        )
+    return True
+
+
+def _merge_validate(validate: object, same_data: bool) -> _Validate:
+    """pandas' ``validate=`` for a merge that may not give a person several rows."""
+    allowed = _ONE_ROW_EACH if same_data else _AT_MOST_ONE_MATCH
+    if validate is None:
+        return "one_to_one" if same_data else "many_to_one"
+    if not isinstance(validate, str) or validate not in allowed:
+        raise PrivacyUnitError(
+            f"validate={validate!r} lets a row of this frame match several rows"
+            + (" of the same data" if same_data else "")
+            + ", so some people would have several rows and the releases would spend more "
+            f"privacy than they charge. Use validate={sorted(set(allowed.values()))!r}."
+        )
+    return allowed[validate]
 
 
 def _size(groups: Sequence[Group]) -> int:
@@ -702,7 +961,7 @@ def dp(frame: pd.DataFrame | dd.DataFrame) -> DPAccessor:
     >>> import dpframe
     >>> from dpframe.datasets import census
     >>> df = census(500, rng=1)
-    >>> dpframe.dp(df).set_budget(epsilon=1.0)
+    >>> dpframe.dp(df).set_budget(epsilon=1.0, domains={"Sex": ["M", "F"]})
     >>> counts = dpframe.dp(df).count(epsilon=1.0, by="Sex")
     >>> list(counts.index)
     ['M', 'F']

@@ -14,12 +14,13 @@ registry of live ledgers, is :mod:`dpframe._persistence`. Both observe the ledge
 
 from __future__ import annotations
 
+import datetime
 import html
 import math
 import threading
 import types
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -32,8 +33,10 @@ from dpframe._release import JSONValue, Release
 from dpframe.errors import (
     BudgetExceededError,
     BudgetNotSetError,
+    DomainError,
     DPFrameError,
     InvalidParameterError,
+    InvalidParameterTypeError,
 )
 
 if TYPE_CHECKING:
@@ -139,9 +142,11 @@ class Ledger:
         "__weakref__",
         "_attachment",
         "_budget_set",
+        "_domains",
         "_id",
         "_lock",
         "_releases",
+        "_row_labels",
         "_spent_delta",
         "_spent_epsilon",
         "_total_delta",
@@ -160,6 +165,8 @@ class Ledger:
     _spent_delta: Fraction
     _releases: list[Release]
     _attachment: object  # the attrs handle, owned by dpframe._attrs
+    _domains: dict[Hashable, pd.Index]
+    _row_labels: tuple[Hashable, ...] | None
 
     def __init__(self) -> None:
         self._setup(uuid.uuid4().hex)
@@ -172,12 +179,16 @@ class Ledger:
         releases: Sequence[Release],
         *,
         budget_set: bool,
+        domains: Mapping[Hashable, pd.Index],
+        row_labels: tuple[Hashable, ...] | None,
     ) -> Ledger:
         """A ledger rebuilt from a saved record (for :mod:`dpframe._persistence`)."""
         ledger = cls.__new__(cls)
         ledger._setup(ledger_id, announce=False)
         ledger._total_epsilon, ledger._total_delta = total
         ledger._budget_set = budget_set
+        ledger._domains = dict(domains)
+        ledger._row_labels = row_labels
         for release in releases:
             ledger._releases.append(release)
             ledger._spent_epsilon += release.epsilon
@@ -195,6 +206,8 @@ class Ledger:
         self._spent_delta = _ZERO
         self._releases = []
         self._attachment = None
+        self._domains = {}
+        self._row_labels = None
         if announce:
             self._announce()
 
@@ -213,6 +226,27 @@ class Ledger:
     def budget_set(self) -> bool:
         """True once :meth:`set_budget` was called (an unlimited budget counts as set)."""
         return self._budget_set
+
+    @property
+    def domains(self) -> Mapping[Hashable, pd.Index]:
+        """The keys declared for the data set's grouping columns (read-only).
+
+        See Also
+        --------
+        DPAccessor.set_budget : Declares them, with ``domains=``.
+        """
+        with self._lock:
+            return types.MappingProxyType(dict(self._domains))
+
+    @property
+    def row_labels(self) -> tuple[Hashable, ...] | None:
+        """The index level names of the frame given the budget, if its labels were unique.
+
+        A frame derived from it with the same index (same names) that repeats labels
+        (``pd.concat([df, df])``) gives some people several rows, and is refused. None
+        when the labels were not unique, or are unknown (Dask).
+        """
+        return self._row_labels
 
     @property
     def total(self) -> Budget:
@@ -270,7 +304,18 @@ class Ledger:
                 "total": self._total_record(),
                 "spent": self._spent_record(),
                 "history": [release.record() for release in self._releases],
+                "domains": self._domains_record(),
+                "row_labels": None
+                if self._row_labels is None
+                else [encode_key(name) for name in self._row_labels],
             }
+
+    def _domains_record(self) -> list[JSONValue]:
+        """The declared domains as ``[[column, [key, ...]], ...]`` (see :func:`encode_key`)."""
+        return [
+            [encode_key(name), [encode_key(key) for key in keys]]
+            for name, keys in self._domains.items()
+        ]
 
     def _total_record(self) -> dict[str, JSONValue]:
         """The total as exact strings (``"1/2"``, ``"inf"``)."""
@@ -343,6 +388,43 @@ class Ledger:
             self._total_epsilon = new_epsilon
             self._total_delta = new_delta
             self._budget_set = True
+            self._changed(())
+
+    def declare_domains(
+        self,
+        domains: Mapping[Hashable, pd.Index],
+        *,
+        row_labels: tuple[Hashable, ...] | None = None,
+    ) -> None:
+        """Record the declared keys of grouping columns (already validated by the caller).
+
+        Parameters
+        ----------
+        domains : mapping of column name to pandas.Index
+            The keys of each column, in order; the accessor checks them against the
+            frame's dtypes first.
+        row_labels : tuple, optional
+            The index level names of the frame given the budget, when its labels are
+            unique (see :attr:`row_labels`).
+
+        Raises
+        ------
+        DomainError
+            When a column's keys were already declared differently: a data set's code book
+            does not change between releases.
+        """
+        with self._lock:
+            for name, keys in domains.items():
+                known = self._domains.get(name)
+                if known is not None and not known.equals(keys):
+                    raise DomainError(
+                        f"the keys of {name!r} were already declared for this data set as "
+                        f"{list(known)[:10]!r}; a data set's declared keys do not change. Pass "
+                        f"other keys for one call with domain=, or leave them as declared."
+                    )
+            self._domains.update(domains)
+            if row_labels is not None and self._row_labels is None:
+                self._row_labels = row_labels
             self._changed(())
 
     # ---------------------------------------------------------------- spending
@@ -512,6 +594,7 @@ class Ledger:
         why: str,
         *,
         budget_set: bool,
+        domains: Mapping[Hashable, pd.Index] | None = None,
     ) -> None:
         """Merge another copy's state conservatively: lowest total, highest spent.
 
@@ -545,7 +628,11 @@ class Ledger:
                 self._total_delta = min(self._total_delta, total[1])
             set_now = budget_set and not self._budget_set
             self._budget_set = self._budget_set or budget_set
-            if added or lower_total or set_now:
+            new_domains = {
+                name: keys for name, keys in (domains or {}).items() if name not in self._domains
+            }
+            self._domains.update(new_domains)
+            if added or lower_total or set_now or new_domains:
                 self._changed(added)
 
     def _changed(self, added: Sequence[Release]) -> None:
@@ -654,6 +741,28 @@ class Transaction:
     ) -> None:
         if self._parts:
             self._ledger.charge_many(self._parts)
+
+
+def encode_key(key: object) -> JSONValue:
+    """A declared key (or column name) as JSON data; missing keys become null.
+
+    Strings, integers, booleans and floats are stored as they are; timestamps and time
+    deltas as tagged ISO strings (``{"timestamp": "2020-01-01T00:00:00"}``).
+    """
+    if isinstance(key, np.generic):
+        key = key.item()
+    if key is None or (isinstance(key, float) and math.isnan(key)) or key is pd.NaT:
+        return None
+    if isinstance(key, str | bool | int | float):
+        return key
+    if isinstance(key, pd.Timestamp | datetime.datetime):
+        return {"timestamp": pd.Timestamp(key).isoformat()}
+    if isinstance(key, pd.Timedelta | datetime.timedelta):
+        return {"timedelta": pd.Timedelta(key).isoformat()}
+    raise InvalidParameterTypeError(
+        f"a key of type {type(key).__name__} ({key!r}) cannot be declared for the data set "
+        f"(it must survive a parquet file); declare it for one call with domain= instead."
+    )
 
 
 def _remaining(total: Fraction | float, spent: Fraction) -> Fraction | float:

@@ -22,9 +22,11 @@ import datetime
 import math
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
+
+import pandas as pd
 
 from dpframe import _validation
 from dpframe._ledger import FORMAT, FORMAT_VERSION, Ledger
@@ -169,10 +171,42 @@ def parse_release(record: object, index: int) -> Release:
         raise _bad_record(f"{where} is malformed ({error})") from error
 
 
+def _decode_key(value: object, what: str) -> object:
+    """A declared key from its record (see :func:`dpframe._ledger.encode_key`)."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((kind, text),) = value.items()
+        if kind == "timestamp" and isinstance(text, str):
+            return pd.Timestamp(text)
+        if kind == "timedelta" and isinstance(text, str):
+            return pd.Timedelta(text)
+    raise _bad_record(f"{what} holds a key dpframe cannot read: {value!r}")
+
+
+def _parse_domains(value: object) -> dict[Hashable, pd.Index]:
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise _bad_record("'domains' must be a list of [column, [keys]] pairs")
+    domains: dict[Hashable, pd.Index] = {}
+    for i, pair in enumerate(value):
+        if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], list):
+            raise _bad_record(f"domains[{i}] must be [column, [keys]]")
+        name = _decode_key(pair[0], f"domains[{i}]")
+        if not isinstance(name, Hashable):
+            raise _bad_record(f"domains[{i}] has an unusable column name")
+        keys = [_decode_key(key, f"domains[{i}]") for key in pair[1]]
+        domains[name] = pd.Index(keys, tupleize_cols=False)
+    return domains
+
+
 @dataclasses.dataclass(frozen=True)
 class _Saved:
     ledger_id: str
     budget_set: bool
+    domains: dict[Hashable, pd.Index]
+    row_labels: tuple[Hashable, ...] | None
     total: tuple[Fraction | float, Fraction | float]
     spent: tuple[Fraction, Fraction]
     releases: tuple[Release, ...]
@@ -204,9 +238,17 @@ def _parse_state(state: object) -> _Saved:
     budget_set = state.get("budget_set", any(a != math.inf for a in parsed_total))
     if not isinstance(budget_set, bool):
         raise _bad_record("'budget_set' must be true or false")
+    labels = state.get("row_labels")
+    if labels is not None and not isinstance(labels, list):
+        raise _bad_record("'row_labels' must be a list of index names, or null")
+    row_labels = (
+        None if labels is None else tuple(_decode_key(name, "row_labels") for name in labels)
+    )
     return _Saved(
         ledger_id=ledger_id,
         budget_set=budget_set,
+        domains=_parse_domains(state.get("domains")),
+        row_labels=row_labels,
         total=parsed_total,
         spent=(
             _parse_finite(spent.get("epsilon"), "spent.epsilon"),
@@ -227,7 +269,12 @@ def restore(state: object) -> Ledger:
         ledger = _LIVE.get(saved.ledger_id)
         if ledger is None:
             ledger = Ledger._rebuilt(
-                saved.ledger_id, saved.total, saved.releases, budget_set=saved.budget_set
+                saved.ledger_id,
+                saved.total,
+                saved.releases,
+                budget_set=saved.budget_set,
+                domains=saved.domains,
+                row_labels=saved.row_labels,
             )
             mark = _HIGH_WATER.get(saved.ledger_id)
             if mark is not None:
@@ -242,6 +289,7 @@ def restore(state: object) -> Ledger:
             saved.spent,
             "spent in another copy of this ledger",
             budget_set=saved.budget_set,
+            domains=saved.domains,
         )
     return ledger
 

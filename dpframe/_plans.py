@@ -10,6 +10,7 @@ cannot serve, so an unusable call fails here, before the ledger is touched.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,12 +23,14 @@ from dpframe import mechanisms
 from dpframe._backends import SumGrid
 from dpframe._backends.kernels import LOG_EDGES, SUM_GRID_BITS
 from dpframe._release import NOISE_ONLY, NOISE_ONLY_CLAMPED, JSONValue, Release
+from dpframe._validation import CrosstabOptions
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
     "ALPHA",
     "Scope",
     "TableBars",
+    "TablePlan",
     "bounds_from_histogram",
     "bounds_release",
     "check_sum_epsilon",
@@ -35,6 +38,7 @@ __all__ = [
     "decision_release",
     "sum_release",
     "table_bars",
+    "table_plan",
 ]
 
 #: Error bars are 95% half-widths.
@@ -74,12 +78,18 @@ def count_release(scope: Scope, epsilon: Fraction, post: Sequence[str] = ()) -> 
 
 
 def sum_release(
-    scope: Scope, epsilon: Fraction, grid: SumGrid, post: Sequence[str] = ()
+    scope: Scope,
+    epsilon: Fraction,
+    grid: SumGrid,
+    post: Sequence[str] = (),
+    bounds_rule: str | None = None,
 ) -> Release:
     """A clamped sum (or table of sums) on ``grid``: geometric noise in grid steps."""
     units = grid.sensitivity_units
     bar = mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=units, alpha=ALPHA)
     details: tuple[tuple[str, JSONValue], ...] = (("grid_step", grid.step),)
+    if bounds_rule is not None:
+        details += (("bounds_rule", bounds_rule),)
     return Release(
         method=scope.method,
         columns=scope.columns,
@@ -119,6 +129,7 @@ class TableBars:
         return bars
 
 
+@functools.lru_cache(maxsize=256)  # margin bars come from an FFT: reused across releases
 def table_bars(
     epsilon: Fraction,
     sensitivity: int,
@@ -127,19 +138,20 @@ def table_bars(
     *,
     margins: bool,
     nonnegative: bool,
+    alpha: float = ALPHA,
 ) -> TableBars:
     """The bars of a table of ``shape`` cells (and of its margins, which add cells' noise).
 
     With negatives set to 0 the cells' errors no longer cancel in a margin, so the
     margin's bar bounds the sum of the cells' absolute errors instead.
     """
-    cell = mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=sensitivity, alpha=ALPHA)
+    cell = mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=sensitivity, alpha=alpha)
     if not margins:
         return TableBars(cell * step, None, None, None)
 
     def margin(k: int) -> float:
         width = mechanisms.geometric_accuracy(
-            epsilon=epsilon, sensitivity=sensitivity, alpha=ALPHA, terms=k, absolute=nonnegative
+            epsilon=epsilon, sensitivity=sensitivity, alpha=alpha, terms=k, absolute=nonnegative
         )
         return width * step
 
@@ -156,6 +168,45 @@ def check_sum_epsilon(epsilon: Fraction) -> None:
     mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=2**SUM_GRID_BITS)
 
 
+@dataclass(frozen=True)
+class TablePlan:
+    """A crosstab's release, its grid (for sums) and the bars of its cells and margins."""
+
+    release: Release
+    grid: SumGrid | None
+    bars: TableBars
+    shares_in_unit_interval: bool  # counts and non-negative sums: shares lie in [0, 1]
+
+
+def table_plan(
+    scope: Scope, epsilon: Fraction, options: CrosstabOptions, shape: tuple[int, int]
+) -> TablePlan:
+    """Plan a crosstab of counts, or of sums when ``options.bounds`` is set.
+
+    A normalized table needs the bars of its margins (its denominators) even without
+    ``margins=True``, each at level alpha/2, for the intervals of its shares.
+    """
+    normalizing = options.normalize is not False
+    grid = None if options.bounds is None else SumGrid.for_bounds(*options.bounds)
+    if grid is None:
+        release = count_release(scope, epsilon, options.post_processing)
+        units, step = 1, 1.0
+    else:
+        release = sum_release(scope, epsilon, grid, options.post_processing)
+        units, step = grid.sensitivity_units, grid.step
+    bars = table_bars(
+        epsilon,
+        units,
+        step,
+        shape,
+        margins=options.margins or normalizing,
+        nonnegative=options.nonnegative,
+        alpha=ALPHA / 2 if normalizing else ALPHA,
+    )
+    unit_interval = grid is None or grid.lo >= 0
+    return TablePlan(release, grid, bars, unit_interval)
+
+
 # ---------------------------------------------------------------- automatic bounds
 
 
@@ -164,13 +215,13 @@ def bounds_release(scope: Scope, epsilon: Fraction) -> tuple[Release, int]:
 
     The bins are fixed in advance (:data:`LOG_EDGES`, for non-negative and negative
     values); one row falls in one bin, so the noisy counts are ``epsilon``-DP. A bin is
-    "occupied" when its noisy count exceeds the threshold, chosen so that an empty bin
-    passes it with probability below 1e-9 in total over all bins.
+    "occupied" when its noisy count exceeds the threshold, chosen so that any empty bin
+    passes it with probability below 1e-3 in total over all bins.
     """
     n_bins = 2 * len(LOG_EDGES)
     alpha = math.exp(-float(epsilon))
-    # P(N > t) = alpha^(t+1) / (1 + alpha); union over all bins below 1e-9.
-    threshold = math.ceil(math.log(1e-9 * (1 + alpha) / n_bins) / math.log(alpha))
+    # P(N > t) = alpha^(t+1) / (1 + alpha); union over all bins below 1e-3.
+    threshold = math.ceil(math.log(1e-3 * (1 + alpha) / n_bins) / math.log(alpha))
     release = Release(
         method="sum bounds (auto)",
         columns=scope.columns,
@@ -189,22 +240,70 @@ def bounds_release(scope: Scope, epsilon: Fraction) -> tuple[Release, int]:
     return release, threshold
 
 
-def bounds_from_histogram(noisy: NDArray[np.int64], threshold: int) -> tuple[float, float]:
-    """The outer edges of the outermost occupied bins (post-processing of the histogram)."""
+#: The auto bounds aim to leave out at most this share of the rows on each side.
+TAIL_SHARE = 0.01
+# Each side's tail test holds with probability at least 1 - 2 * _TAIL_ALPHA.
+_TAIL_ALPHA = 1e-3
+RULE_CERTIFIED = (
+    "99th percentile: at most 1% of the rows lie beyond the bound (certified against the "
+    "noise, with probability at least 0.998)"
+)
+RULE_ESTIMATED = (
+    "99th percentile, estimated: the occupied bins beyond the bound hold at most 1% of the "
+    "noisy row count (too few rows to certify it against the noise)"
+)
+
+
+def _side_edge(
+    side: NDArray[np.int64], threshold: int, tail_bar: int, rows: float, rows_low: float
+) -> tuple[int, str] | None:
+    """The bin whose upper edge bounds one side (magnitudes), and the rule that chose it.
+
+    The smallest bin ``j`` such that the occupied bins beyond it hold at most 1% of the
+    noisy number of rows. It is *certified* when every bin beyond it, plus the noise bar
+    of such a sum, is at most 1% of a lower bound on the number of rows: then at most 1%
+    of the rows lie beyond its edge with probability at least 1 - 2e-3, and the bound
+    covers the 99th percentile of the magnitudes. None when no bin is occupied.
+    """
+    occupied = side > threshold
+    if not occupied.any():
+        return None
+    beyond_occupied = np.append(np.cumsum(np.where(occupied, side, 0)[::-1])[::-1][1:], 0)
+    edge = int(np.flatnonzero(beyond_occupied <= TAIL_SHARE * max(rows, 0.0))[0])
+    beyond = np.append(np.cumsum(side[::-1])[::-1][1:], 0)  # every bin's noisy count
+    certified = rows_low > 0 and beyond[edge] + tail_bar <= TAIL_SHARE * rows_low
+    return edge, RULE_CERTIFIED if certified else RULE_ESTIMATED
+
+
+def bounds_from_histogram(
+    noisy: NDArray[np.int64], threshold: int, epsilon: Fraction
+) -> tuple[float, float, str]:
+    """Bounds from the noisy log-histogram (post-processing), and the rule that set them.
+
+    Each side (non-negative values, negative values) is bounded by the edge of the
+    smallest bin beyond which the occupied bins hold at most 1% of the rows, certified
+    against the noise when there are rows enough (see :func:`_side_edge`); a side with no
+    occupied bin contributes 0. The bins double in width, so the bound is within a factor
+    2 of the 99th percentile of magnitudes.
+    """
     n_bins = len(LOG_EDGES)
-    occupied_pos = np.flatnonzero(noisy[:n_bins] > threshold)
-    occupied_neg = np.flatnonzero(noisy[n_bins:] > threshold)
-    if not occupied_pos.size and not occupied_neg.size:
+    total_bar = mechanisms.geometric_accuracy(epsilon=epsilon, alpha=_TAIL_ALPHA, terms=2 * n_bins)
+    tail_bar = mechanisms.geometric_accuracy(epsilon=epsilon, alpha=_TAIL_ALPHA, terms=n_bins)
+    rows = float(noisy.sum())
+    upper = _side_edge(noisy[:n_bins], threshold, tail_bar, rows, rows - total_bar)
+    lower = _side_edge(noisy[n_bins:], threshold, tail_bar, rows, rows - total_bar)
+    if upper is None and lower is None:
         raise InvalidParameterError(
             f'bounds="auto" found no bin with more than {threshold} rows (noisy), so it cannot '
             f"place the bounds; its share of epsilon was spent. Pass bounds=(lo, hi) "
             f"yourself, or a larger bounds_epsilon."
         )
-    hi = float(LOG_EDGES[occupied_pos.max()]) if occupied_pos.size else 0.0
-    lo = -float(LOG_EDGES[occupied_neg.max()]) if occupied_neg.size else 0.0
+    hi = float(LOG_EDGES[upper[0]]) if upper is not None else 0.0
+    lo = -float(LOG_EDGES[lower[0]]) if lower is not None else 0.0
     if lo == hi:  # only the [0, 1] bin: keep a non-empty range
         hi = 1.0
-    return lo, hi
+    rule = "; ".join(sorted({side[1] for side in (upper, lower) if side is not None}))
+    return lo, hi, rule
 
 
 # ---------------------------------------------------------------- decisions

@@ -14,8 +14,11 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe._backends import Group
+from dpframe._plans import TablePlan
+from dpframe._release import JSONValue, Release
+from dpframe._validation import CrosstabOptions
 
-__all__ = ["crosstab_frame", "labels"]
+__all__ = ["crosstab_frame", "crosstab_result", "labels", "share_intervals"]
 
 
 def _level(group: Group) -> pd.Index:
@@ -81,3 +84,118 @@ def crosstab_frame(
     if not margins:
         result.index, result.columns = row_index, col_index
     return result
+
+
+def share_intervals(
+    raw: NDArray[np.float64],
+    bars: NDArray[np.float64],
+    normalize: bool | str | int,
+    *,
+    shares_in_unit_interval: bool,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Intervals for the true shares of a normalized table, from its noisy cells and margins.
+
+    ``raw`` is the noisy table with margins (last row and column), ``bars`` the half-width
+    of each of its values at level alpha/2. A share is ``v / V`` (a cell or margin over
+    its row, column or grand total); with probability at least 1 - alpha the true ``v``
+    and ``V`` lie within their bars of the noisy ones, so the true share lies between the
+    extremes of the ratio over that box (union bound). Counts and sums of non-negative
+    values have shares in [0, 1], and the intervals are clipped to it; a signed sum whose
+    total's box contains 0 gets an unbounded interval. Post-processing only.
+    """
+    if normalize in (True, "all"):
+        denominator = np.full_like(raw, raw[-1, -1])
+        denominator_bar = np.full_like(raw, bars[-1, -1])
+    elif normalize in ("index", 0):
+        denominator = np.repeat(raw[:, -1:], raw.shape[1], axis=1)
+        denominator_bar = np.repeat(bars[:, -1:], raw.shape[1], axis=1)
+    else:  # "columns", 1
+        denominator = np.repeat(raw[-1:, :], raw.shape[0], axis=0)
+        denominator_bar = np.repeat(bars[-1:, :], raw.shape[0], axis=0)
+    straddles = (denominator - denominator_bar <= 0) & (denominator + denominator_bar >= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        corners = [
+            (raw + sign_n * bars) / (denominator + sign_d * denominator_bar)
+            for sign_n in (-1.0, 1.0)
+            for sign_d in (-1.0, 1.0)
+        ]
+        low = np.minimum.reduce(corners)
+        high = np.maximum.reduce(corners)
+    if shares_in_unit_interval:
+        low = np.where(straddles, 0.0, np.clip(np.nan_to_num(low, nan=0.0), 0.0, 1.0))
+        high = np.where(straddles, 1.0, np.clip(np.nan_to_num(high, nan=1.0), 0.0, 1.0))
+    else:
+        low = np.where(straddles, -np.inf, low)
+        high = np.where(straddles, np.inf, high)
+    return low, high
+
+
+def _normalized_part(values: NDArray[np.float64], options: CrosstabOptions) -> NDArray[np.float64]:
+    """The cells of a with-margins array that ``pd.crosstab``'s normalized table shows."""
+    if not options.margins:
+        return values[:-1, :-1]
+    if options.normalize in ("index", 0):
+        return values[:, :-1]
+    if options.normalize in ("columns", 1):
+        return values[:-1, :]
+    return values
+
+
+#: What the intervals of a normalized table cover.
+_SHARES_COVER = (
+    "noise only: each share's interval holds the true share with probability at least "
+    "1 - alpha (union bound over its cell and its total); clamping bias is not included"
+)
+
+
+def crosstab_result(
+    cells: NDArray[Any],
+    rows: Sequence[Group],
+    columns: Sequence[Group],
+    options: CrosstabOptions,
+    plan: TablePlan,
+) -> tuple[pd.DataFrame, Release]:
+    """The released table, laid out like ``pd.crosstab``, and its release with its bars.
+
+    Post-processing of the noisy cells: negatives set to 0 (``nonnegative``), margins,
+    normalization, level names. A normalized table gets an interval for every share
+    instead of a half-width (a ratio of noisy values has no symmetric bar).
+    """
+    shape = (len(labels(rows)), len(labels(columns)))
+    cells = cells.reshape(shape)
+    if options.nonnegative:
+        cells = np.maximum(cells, 0)
+    table = crosstab_frame(
+        cells,
+        rows,
+        columns,
+        margins=options.margins,
+        margins_name=options.margins_name,
+        normalize=options.normalize,
+    )
+    if options.normalize is False:
+        release = plan.release.replace(noise_error_bound=plan.bars.shaped(table.shape))
+    else:
+        raw = crosstab_frame(
+            cells, rows, columns, margins=True, margins_name=options.margins_name, normalize=False
+        ).to_numpy(dtype=np.float64)
+        low, high = share_intervals(
+            raw,
+            plan.bars.shaped(raw.shape),
+            options.normalize,
+            shares_in_unit_interval=plan.shares_in_unit_interval,
+        )
+        interval: dict[str, JSONValue] = {
+            "low": _normalized_part(low, options).tolist(),
+            "high": _normalized_part(high, options).tolist(),
+        }
+        release = plan.release.replace(
+            noise_error_bound=None,
+            error_bound_covers=_SHARES_COVER,
+            details=(*plan.release.details, ("noise_interval", interval)),
+        )
+    if options.rownames is not None:
+        table.index = table.index.set_names(list(options.rownames))
+    if options.colnames is not None:
+        table.columns = table.columns.set_names(list(options.colnames))
+    return table, release

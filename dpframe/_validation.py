@@ -8,9 +8,12 @@ looks at data values except :func:`integer_array`, which checks their type and r
 
 from __future__ import annotations
 
+import ast
+import datetime
 import math
 import numbers
-from collections.abc import Hashable, Mapping, Sequence
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
@@ -340,56 +343,293 @@ def column(frame: pd.DataFrame, name: Hashable, param: str) -> pd.Series[Any]:
 
 
 def column_names(value: object, param: str) -> list[Hashable]:
-    """One column name or a list of them, as a list (at least one)."""
+    """One column name (or a Series of the frame) or a list of them, as a list (at least one)."""
     names = list(value) if isinstance(value, list | tuple) else [value]
     if not names:
         raise InvalidParameterError(f"{param} must name at least one column.")
     return cast(list[Hashable], names)
 
 
-def declared_domain(dtype: Any, name: Hashable, domain: object) -> pd.Index:
-    """The declared domain of a grouping column, as a pandas Index; never read from the data.
+def _missing(key: object) -> bool:
+    """Whether a key is a missing value (None, NaN, NA, NaT): the missing-value cell."""
+    try:
+        return bool(pd.isna(key))  # type: ignore[call-overload]
+    except (TypeError, ValueError):  # list-like keys: pd.isna gives an array
+        return False
 
-    The domain comes from ``domain[name]`` if given, else from a Categorical dtype's
-    categories, else from a bool dtype ({False, True}). Anything else is refused.
+
+def domain_keys(keys: object, name: Hashable) -> pd.Index:
+    """Declared keys as an Index: any ordered list-like of distinct keys (one may be missing).
+
+    A missing key (None or NaN) declares the missing-value cell: rows whose key is missing
+    are counted there, like ``dropna=False`` in pandas. Sets are refused: a table needs
+    its keys in an order.
     """
-    if domain is not None and not isinstance(domain, Mapping):
+    example = f'{{"{name}": ["key1", "key2", ...]}}'
+    if isinstance(keys, str | bytes | Mapping | set | frozenset) or not isinstance(keys, Iterable):
         raise InvalidParameterTypeError(
-            f"domain must be a dict mapping column names to lists of keys, got {domain!r}. "
-            f'Example: domain={{"{name}": ["a", "b", "c"]}}.'
+            f"the keys declared for {name!r} must be an ordered list-like (a list, a tuple, a "
+            f"range, a pd.Index such as df[{name!r}].cat.categories), got "
+            f"{type(keys).__name__}. Example: {example}."
         )
-    if domain is not None and name in domain:
-        keys = domain[name]
-        if isinstance(keys, str) or not isinstance(keys, list | tuple | pd.Index | np.ndarray):
-            raise InvalidParameterTypeError(
-                f"domain[{name!r}] must be a list of keys, got {keys!r}. "
-                f'Example: domain={{"{name}": ["a", "b"]}}.'
-            )
-        index: pd.Index = pd.Index(list(keys))
-        if index.hasnans:
-            raise DomainError(f"domain[{name!r}] contains a missing value; list only real keys.")
-        if not index.is_unique:
-            dupes = list(index[index.duplicated()].unique())
-            raise DomainError(f"domain[{name!r}] lists keys more than once: {dupes}.")
-        if len(index) == 0:
-            raise DomainError(f"domain[{name!r}] is empty; list every possible key.")
-        return index
+    values = list(keys)
+    missing = [i for i, key in enumerate(values) if _missing(key)]
+    if len(missing) > 1:
+        raise DomainError(f"the keys declared for {name!r} list a missing value more than once.")
+    index: pd.Index = pd.Index(values, tupleize_cols=False)
+    if not index.is_unique:
+        dupes = list(index[index.duplicated()].unique())
+        raise DomainError(f"the keys declared for {name!r} list keys more than once: {dupes}.")
+    if len(index) == 0:
+        raise DomainError(f"the keys declared for {name!r} are empty; list every possible key.")
+    return index
+
+
+def _key_fits(dtype: Any, key: object) -> bool:
+    """Whether ``key`` can equal a value of a column of ``dtype`` (the dtype only)."""
+    if _missing(key):
+        return True
     if isinstance(dtype, pd.CategoricalDtype):
-        if len(dtype.categories) == 0:
-            raise DomainError(
-                f"column {name!r} is a Categorical with no categories; declare its domain with "
-                f'domain={{"{name}": [...]}}.'
-            )
-        categories: pd.Index = pd.Index(dtype.categories)
-        return categories
-    if dtype == np.bool_ or str(dtype) == "boolean":
-        return pd.Index([False, True])
+        return key in dtype.categories
+    if pd.api.types.is_bool_dtype(dtype):
+        return isinstance(key, bool | np.bool_)
+    if pd.api.types.is_integer_dtype(dtype):
+        return isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_)
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return isinstance(key, pd.Timestamp | datetime.datetime | np.datetime64)
+    if pd.api.types.is_timedelta64_dtype(dtype):
+        return isinstance(key, pd.Timedelta | datetime.timedelta | np.timedelta64)
+    if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
+        return isinstance(key, str)
+    return True  # object and other dtypes: any key may occur
+
+
+def _check_keys_fit(keys: pd.Index, dtype: Any, name: Hashable) -> None:
+    wrong = [key for key in keys if not _key_fits(dtype, key)]
+    if not wrong:
+        return
+    if isinstance(dtype, pd.CategoricalDtype):
+        raise DomainError(
+            f"the keys declared for {name!r} include {wrong[:5]!r}, which are not categories of "
+            f"its Categorical dtype {list(dtype.categories)[:10]!r}: no row can hold them (a "
+            f"typo?). Declare keys among the categories, or change the dtype."
+        )
+    hint = ""
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        hint = (
+            f" Declare dates as timestamps, e.g. pd.to_datetime([...]) or "
+            f"pd.Timestamp({wrong[0]!r})."
+        )
+    elif pd.api.types.is_integer_dtype(dtype):
+        hint = " Declare integers, e.g. range(16, 96)."
+    elif pd.api.types.is_string_dtype(dtype):
+        hint = " Declare strings, or convert the column first."
     raise DomainError(
-        f"column {name!r} has no declared domain, and dpframe never reads group keys from the "
-        f"data (releasing only the keys present reveals who is in it). Declare every possible "
-        f'key: pass domain={{"{name}": ["key1", "key2", ...]}}, or make the column a '
-        f'Categorical: df["{name}"] = df["{name}"].astype(pd.CategoricalDtype([...]))).'
+        f"the keys declared for {name!r} do not match its dtype {dtype}: "
+        f"{[f'{k!r} ({type(k).__name__})' for k in wrong[:5]]} can never equal a value of the "
+        f"column, so every row would fall outside the table.{hint}"
     )
+
+
+def declared_domain(
+    dtype: Any,
+    name: Hashable,
+    call_domain: Mapping[Hashable, object] | None,
+    data_set_domains: Mapping[Hashable, pd.Index],
+) -> pd.Index:
+    """The declared domain of a grouping column; never read from the data.
+
+    In order: ``domain[name]`` of this call, the keys declared for the data set
+    (``set_budget(domains=...)``), ``{False, True}`` for a bool column. A Categorical's
+    categories are not a declaration: ``astype("category")`` reads them from the data.
+    Keys are checked against the column's dtype (which reveals nothing about the data).
+    """
+    if pd.api.types.is_float_dtype(dtype):
+        raise DomainError(
+            f"column {name!r} holds floats, and grouping by float values compares them for "
+            f"exact equality. Cut it into declared bins first, e.g. "
+            f'df["{name}_band"] = pd.cut(df["{name}"], bins=[0, 18, 65, 120]), and declare '
+            f"the bins' labels as the domain."
+        )
+    if call_domain is not None and name in call_domain:
+        keys = domain_keys(call_domain[name], name)
+    elif name in data_set_domains:
+        keys = data_set_domains[name]
+    elif pd.api.types.is_bool_dtype(dtype):
+        return pd.Index([False, True])
+    else:
+        categorical = isinstance(dtype, pd.CategoricalDtype)
+        raise DomainError(
+            f"column {name!r} has no declared domain, and dpframe never reads group keys from "
+            f"the data (releasing only the keys present reveals who is in it). Declare every "
+            f"possible key, for this call with domain={{{name!r}: [...]}}, or once for the "
+            f"data set with df.dp.set_budget(..., domains={{{name!r}: [...]}})."
+            + (
+                f" Its Categorical categories are not enough: astype('category') takes them "
+                f"from the data; if they come from a code book, say so with "
+                f"domains={{{name!r}: df[{name!r}].cat.categories}}."
+                if categorical
+                else ""
+            )
+        )
+    _check_keys_fit(keys, dtype, name)
+    return keys
+
+
+def check_domain_columns(
+    call_domain: object, grouped: Sequence[Hashable]
+) -> Mapping[Hashable, Iterable[object]] | None:
+    """``domain=`` of a call: a mapping whose every column is one the call groups by."""
+    if call_domain is None:
+        return None
+    if not isinstance(call_domain, Mapping):
+        raise InvalidParameterTypeError(
+            f"domain must be a dict mapping column names to lists of keys, got "
+            f'{type(call_domain).__name__}. Example: domain={{"Sex": ["F", "M"]}}.'
+        )
+    unused = [name for name in call_domain if name not in grouped]
+    if unused:
+        raise DomainError(
+            f"domain= declares keys for {unused!r}, which this call does not group by "
+            f"(it groups by {list(grouped)!r}). Remove them, or group by them (a typo?)."
+        )
+    return cast(Mapping[Hashable, Iterable[object]], call_domain)
+
+
+# Methods and attributes that act on each row alone, allowed in a where= expression.
+_ROW_WISE_ATTRIBUTES = frozenset(
+    {
+        # missing values, membership, ranges, comparisons, elementwise arithmetic
+        "isna", "notna", "isnull", "notnull", "isin", "between", "abs", "round", "astype",
+        "eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "div", "truediv",
+        "floordiv", "mod", "pow", "clip",
+        # strings, one value at a time
+        "str", "startswith", "endswith", "contains", "match", "fullmatch", "len", "lower",
+        "upper", "strip", "lstrip", "rstrip", "casefold", "isdigit", "isalpha", "isnumeric",
+        "isspace", "islower", "isupper", "slice",
+        # dates and times, one value at a time
+        "dt", "year", "month", "day", "hour", "minute", "second", "dayofweek", "weekday",
+        "dayofyear", "day_of_week", "day_of_year", "quarter", "date", "days",
+        # categoricals: a row's own code
+        "cat", "codes",
+    }
+)  # fmt: skip
+# The elementwise functions DataFrame.eval knows.
+_ELEMENTWISE_FUNCTIONS = frozenset(
+    {
+        "abs", "sqrt", "log", "log10", "log1p", "exp", "expm1", "sin", "cos", "tan",
+        "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
+        "arccosh", "arctanh", "floor", "ceil",
+    }
+)  # fmt: skip
+_ALLOWED_NODES = (
+    ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Load,
+    ast.Constant, ast.List, ast.Tuple, ast.Attribute, ast.Call, ast.keyword, ast.Subscript,
+    ast.Slice, ast.boolop, ast.operator, ast.unaryop, ast.cmpop,
+)  # fmt: skip
+_BACKTICKED = re.compile(r"`[^`]*`")
+
+
+def _literal(value: object, name: str, text: str) -> str:
+    """A caller's ``@name`` as literal text: plain scalars and lists of them only."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_literal(item, name, text) for item in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidParameterError(f"where={text!r}: @{name} is {value!r}; pass a finite number.")
+    if value is None or isinstance(value, bool | int | float | str):
+        return repr(value)
+    raise InvalidParameterTypeError(
+        f"where={text!r}: @{name} is a {type(value).__name__}; a where= expression takes "
+        f"numbers, strings, booleans and lists of them (a threshold, a list of keys). For "
+        f"anything else, pass a boolean Series instead, e.g. where=df['Age'] >= {name}."
+    )
+
+
+def _substitute_locals(text: str, scope: Mapping[str, object]) -> str:
+    """``text`` with every ``@name`` outside quotes and backticks replaced by its value."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if quote is not None:
+            out.append(char)
+            if char == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"`":
+            quote = char
+            out.append(char)
+        elif char == "@":
+            match = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text[i + 1 :])
+            if match is None:
+                raise InvalidParameterError(f"where={text!r}: '@' must be followed by a name.")
+            name = match.group(0)
+            if name not in scope:
+                raise InvalidParameterError(
+                    f"where={text!r}: @{name} is not a variable where df.dp was called. "
+                    f"Define it first, e.g. {name} = 30."
+                )
+            out.append(_literal(scope[name], name, text))
+            i += len(name)
+        else:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _check_row_wise(text: str) -> None:
+    """Refuse expressions that look at other rows (aggregates, shifts, ranks, indexing)."""
+    placeholder = _BACKTICKED.sub(lambda m: f"_col{m.start()}", text)
+    try:
+        tree = ast.parse(placeholder.strip(), mode="eval")
+    except SyntaxError as error:
+        raise InvalidParameterError(
+            f"where={text!r} could not be evaluated: it is not an expression dpframe can check "
+            f"({error.msg}). Use a "
+            f"pandas condition such as where=\"Age >= 18 and Sex == 'F'\", or a boolean Series."
+        ) from error
+    for node in ast.walk(tree):
+        offending: str | None = None
+        if not isinstance(node, _ALLOWED_NODES):
+            offending = type(node).__name__
+        elif isinstance(node, ast.Attribute) and node.attr not in _ROW_WISE_ATTRIBUTES:
+            offending = node.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id not in _ELEMENTWISE_FUNCTIONS:
+                offending = node.func.id
+        elif isinstance(node, ast.Call) and not isinstance(node.func, ast.Attribute):
+            offending = "a call"
+        elif isinstance(node, ast.Subscript) and not (
+            isinstance(node.value, ast.Attribute) and node.value.attr == "str"
+        ):
+            offending = "indexing"
+        if offending is not None:
+            raise InvalidParameterError(
+                f"where={text!r} is not a row-wise condition: {offending!r} can depend on "
+                f"other rows (an aggregate such as mean or max, a rank, a shift, indexing), so "
+                f"one person's value could move the filter for everyone and the release would "
+                f"not be private. Use a condition on each row's own values with public "
+                f"constants (where='Age > @threshold', threshold = 65), or a boolean Series "
+                f"built the same way."
+            )
+
+
+def where_condition(where: object, scope: Mapping[str, object]) -> object:
+    """A ``where=`` string with its ``@names`` resolved from ``scope``, checked row-wise.
+
+    Other kinds of ``where`` (None, a boolean Series or array) pass through unchanged;
+    the backends check them against the frame.
+    """
+    if not isinstance(where, str):
+        return where
+    resolved = _substitute_locals(where, scope)
+    _check_row_wise(resolved)
+    return resolved
 
 
 def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
@@ -416,7 +656,7 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
     mask = np.asarray(where)
     if mask.dtype != np.bool_ or mask.shape != (len(frame),):
         raise InvalidParameterTypeError(
-            f"where must be a boolean array with one entry per row ({len(frame)}), a boolean "
+            f"where must be a boolean array with one entry per row of the frame, a boolean "
             f"Series, or an expression string; got {type(where).__name__} of dtype "
             f"{getattr(mask, 'dtype', None)} and shape {getattr(mask, 'shape', None)}."
         )
@@ -477,6 +717,9 @@ class CrosstabOptions:
     margins_name: str
     normalize: bool | str | int
     nonnegative: bool
+    dropna: bool
+    rownames: tuple[Hashable, ...] | None
+    colnames: tuple[Hashable, ...] | None
 
     @property
     def post_processing(self) -> tuple[str, ...]:
@@ -495,9 +738,13 @@ def crosstab_options(
     margins_name: object,
     normalize_value: object,
     nonnegative: object,
+    dropna: object = True,
+    rownames: object = None,
+    colnames: object = None,
 ) -> CrosstabOptions:
     """Check a crosstab's options together (values, aggfunc and bounds go together)."""
     keep_nonnegative = flag(nonnegative, "nonnegative")
+    drop_missing = flag(dropna, "dropna")
     with_margins = flag(margins, "margins")
     checked_normalize = normalize(normalize_value)
     if not isinstance(margins_name, str):
@@ -524,8 +771,32 @@ def crosstab_options(
     elif bounds is not None:
         raise InvalidParameterError('bounds is only used with values= and aggfunc="sum".')
     return CrosstabOptions(
-        checked_bounds, with_margins, margins_name, checked_normalize, keep_nonnegative
+        checked_bounds,
+        with_margins,
+        margins_name,
+        checked_normalize,
+        keep_nonnegative,
+        drop_missing,
+        _level_names(rownames, "rownames"),
+        _level_names(colnames, "colnames"),
     )
+
+
+def _level_names(value: object, param: str) -> tuple[Hashable, ...] | None:
+    """``rownames=``/``colnames=``: a sequence of labels (a single label for one level)."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        value = [value]
+    return tuple(cast(Sequence[Hashable], value))
+
+
+def check_level_names(names: tuple[Hashable, ...] | None, levels: int, param: str) -> None:
+    """``rownames`` or ``colnames`` must name every level of its axis, as in pd.crosstab."""
+    if names is not None and len(names) != levels:
+        raise InvalidParameterError(
+            f"{param} has {len(names)} name(s) for {levels} grouping(s); give one per grouping."
+        )
 
 
 # ---------------------------------------------------------------- sums and randomness

@@ -2,8 +2,11 @@
 
 Nothing here is real data. :func:`census` generates records shaped like the census
 notebook of seed 003 (sex, age, marital status, earnings, occupation), with every
-categorical column typed as a pandas Categorical whose categories are the declared
-domain, so dpframe can build tables over it without reading keys from the data.
+categorical column typed as a pandas Categorical over its full code book.
+:data:`CENSUS_DOMAINS` is that code book, to declare once per data set, as seed 003
+declares its ``sexvalid`` and ``occvalid`` lists::
+
+    df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import pandas as pd
 from dpframe._typing import RNGLike
 from dpframe.errors import InvalidParameterError
 
-__all__ = ["MARITAL_STATUSES", "OCCUPATIONS", "SEXES", "census"]
+__all__ = ["CENSUS_DOMAINS", "MARITAL_STATUSES", "OCCUPATIONS", "SEXES", "census"]
 
 SEXES: tuple[str, ...] = ("M", "F")
 MARITAL_STATUSES: tuple[str, ...] = ("M", "W", "S", "D", "N")
@@ -25,6 +28,14 @@ OCCUPATIONS: tuple[str, ...] = (
     "IT Specialist",
     "Unicorn Wrangler",
 )
+#: The code book of :func:`census`: every possible key of its grouping columns, declared
+#: without looking at any data (seed 003's ``sexvalid`` and ``occvalid``).
+CENSUS_DOMAINS: dict[str, tuple[str, ...]] = {
+    "Sex": SEXES,
+    "Married": MARITAL_STATUSES,
+    "Occupation": OCCUPATIONS,
+}
+
 _SEX_P = (0.5, 0.5)
 _MARITAL_P = (0.478, 0.057, 0.109, 0.019, 0.337)
 _OCCUPATION_P = (0.3, 0.3, 0.2, 0.19, 0.01)
@@ -46,8 +57,9 @@ def census(n: int = 100, *, rng: RNGLike | None = None) -> pd.DataFrame:
     pandas.DataFrame
         Columns ``Sex``, ``Age``, ``Married``, ``Earnings`` and ``Occupation``.
         ``Sex``, ``Married`` and ``Occupation`` are Categoricals whose categories are
-        the full declared domains (:data:`SEXES`, :data:`MARITAL_STATUSES`,
-        :data:`OCCUPATIONS`), including the rare "Unicorn Wrangler".
+        the full code book (:data:`SEXES`, :data:`MARITAL_STATUSES`,
+        :data:`OCCUPATIONS`), including the rare "Unicorn Wrangler". Declare it with
+        ``df.dp.set_budget(..., domains=CENSUS_DOMAINS)`` before grouping by them.
 
     Notes
     -----

@@ -20,6 +20,7 @@ __all__ = [
     "MissingDependencyError",
     "NoiseOverflowError",
     "NotAReleaseError",
+    "PrivacyUnitError",
 ]
 
 
@@ -60,6 +61,14 @@ class MissingColumnError(DPFrameError, KeyError):
 
 class BudgetExceededError(DPFrameError, ValueError):
     """A release would spend more than the privacy budget that remains. Nothing was charged."""
+
+
+class PrivacyUnitError(DPFrameError, ValueError):
+    """Rows no longer belong to one person each (or one privacy unit each), as a release needs.
+
+    For example ``pd.concat([df, df])`` gives every person two rows, which would double the
+    privacy loss actually spent. Nothing was charged.
+    """
 
 
 class BudgetNotSetError(DPFrameError, ValueError):

@@ -42,8 +42,18 @@ def word_counter(monkeypatch: pytest.MonkeyPatch) -> WordCounter:
 def budgeted(
     frame: pd.DataFrame, epsilon: float = math.inf, delta: float | None = None
 ) -> pd.DataFrame:
-    """``frame`` with a budget set (unlimited by default, as for classroom exploration)."""
-    frame.dp.set_budget(epsilon=epsilon, delta=delta)
+    """``frame`` with a budget set (unlimited by default, as for classroom exploration),
+    declaring the categories of its Categorical columns as their domains: the tests build
+    those categories from code books, never from the data."""
+    schema = getattr(frame, "_meta", frame)  # a Dask frame's dtypes live in its _meta
+    domains = {
+        name: dtype.categories
+        for name, dtype in schema.dtypes.items()
+        if isinstance(dtype, pd.CategoricalDtype)
+        and len(dtype.categories)
+        and "__UNKNOWN_CATEGORIES__" not in dtype.categories
+    }
+    frame.dp.set_budget(epsilon=epsilon, delta=delta, domains=domains)
     return frame
 
 

@@ -11,17 +11,21 @@ import numpy as np
 import pandas as pd
 import pytest
 from numpy.typing import NDArray
+from scipy import stats
 
 import dpframe
 from dpframe._backends import kernels
-from dpframe.datasets import OCCUPATIONS, SEXES, census
+from dpframe.datasets import CENSUS_DOMAINS, OCCUPATIONS, SEXES, census
 from dpframe.errors import (
     BudgetExceededError,
+    BudgetNotSetError,
     DomainError,
     InvalidParameterError,
     InvalidParameterTypeError,
+    LedgerConflictError,
     MissingColumnError,
     NoiseOverflowError,
+    PrivacyUnitError,
 )
 from tests._stats import (
     FALSE_ALARM,
@@ -170,7 +174,10 @@ def test_count_noise_matches_the_geometric_pmf() -> None:
 def test_crosstab_noise_matches_the_geometric_pmf() -> None:
     frame = _many_cells(2, 1000).assign(s=pd.Categorical(["x"] * 2000, categories=["x", "y"]))
     noise = np.concatenate(
-        [frame.dp.crosstab("k", "s", epsilon=1.3)["x"].to_numpy() - 2 for _ in range(300)]
+        [
+            frame.dp.crosstab("k", "s", epsilon=1.3, domain={"s": ["x", "y"]})["x"].to_numpy() - 2
+            for _ in range(300)
+        ]
     )
     support = np.arange(-50, 51)
     assert chi_square_pvalue(noise, support, two_sided_geometric_pmf(support, 1.3)) > FALSE_ALARM
@@ -357,8 +364,9 @@ def test_bad_input_is_refused_with_nothing_charged_or_drawn(
 
 
 def test_missing_domain_error_shows_how_to_declare_one(df: pd.DataFrame) -> None:
-    with pytest.raises(DomainError, match=r'domain=\{"Age"'):
+    with pytest.raises(DomainError, match=r"domain=\{'Age': \[\.\.\.\]\}") as raised:
         df.dp.count(epsilon=1.0, by="Age")
+    assert "set_budget(..., domains=" in str(raised.value)
 
 
 def test_missing_column_suggests_a_close_name(df: pd.DataFrame) -> None:
@@ -451,7 +459,8 @@ def test_crosstab_neighbour_audit(weaken: bool) -> None:
             s=pd.Categorical(["x"] * (value * 100_000), categories=["x"])
         )
         draws = [
-            frame.dp.crosstab("k", "s", epsilon=used)["x"].to_numpy() for _ in range(n // 100_000)
+            frame.dp.crosstab("k", "s", epsilon=used, domain={"s": ["x"]})["x"].to_numpy()
+            for _ in range(n // 100_000)
         ]
         return np.concatenate(draws)
 
@@ -566,3 +575,135 @@ def test_nonnegative_sums_need_nonnegative_bounds(df: pd.DataFrame) -> None:
             bounds=(-5, 100),
             nonnegative=True,
         )
+
+
+# ---------------------------------------------------------------- a real analysis (issue 12)
+
+
+def test_merging_a_public_table_keeps_the_budget() -> None:
+    people = pd.DataFrame({"id": range(6), "region": list("NNSSEW"), "x": np.arange(6.0)})
+    people.dp.set_budget(epsilon=1.0)
+    names = pd.DataFrame({"region": list("NSEW"), "name": ["North", "South", "East", "West"]})
+    plain = people.merge(names, on="region")
+    with pytest.raises(BudgetNotSetError, match="merge"):  # pandas dropped the ledger...
+        plain.dp.count(epsilon=5.0)
+    merged = people.dp.merge(names, on="region")  # ...df.dp.merge keeps it
+    merged.dp.count(epsilon=0.75)
+    assert people.dp.ledger.remaining.epsilon == Fraction(1, 4)
+    with pytest.raises(BudgetExceededError):
+        merged.dp.count(epsilon=0.5)
+    joined = people.dp.join(names.set_index("region"), on="region")
+    assert joined.dp.ledger is people.dp.ledger
+
+
+def test_merges_that_could_repeat_a_person_are_refused() -> None:
+    people = pd.DataFrame({"id": range(4), "region": list("NNSS")})
+    people.dp.set_budget(epsilon=1.0)
+    lookup = pd.DataFrame({"region": ["N", "N", "S"], "code": [1, 2, 3]})  # N twice
+    with pytest.raises(PrivacyUnitError, match="not unique"):
+        people.dp.merge(lookup, on="region")
+    with pytest.raises(PrivacyUnitError, match="several rows"):
+        people.dp.merge(lookup, on="region", validate="one_to_many")
+    with pytest.raises(PrivacyUnitError, match="cross"):
+        people.dp.merge(lookup, how="cross")
+    # The same data on both sides: one-to-one only (pandas checks the keys).
+    with pytest.raises(PrivacyUnitError):
+        people.dp.merge(people[["region"]].assign(k=1), on="region")
+    pairs = people.dp.merge(people[["id"]].assign(y=1.0), on="id")
+    assert pairs.dp.ledger is people.dp.ledger
+    other = pd.DataFrame({"region": ["N", "S"], "z": [1, 2]})
+    other.dp.set_budget(epsilon=1.0)
+    with pytest.raises(LedgerConflictError):
+        people.dp.merge(other, on="region")
+
+
+def test_repeated_rows_of_the_budgeted_frame_are_refused() -> None:
+    people = census(100, rng=31)
+    people.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+    for doubled in (pd.concat([people, people]), people.assign(l=[[1, 2]] * 100).explode("l")):
+        with pytest.raises(PrivacyUnitError, match="different person"):
+            doubled.dp.count(epsilon=0.1)
+    assert people.dp.ledger.spent.epsilon == 0
+    # A new index (set_index on a column that repeats) is not a duplicated row.
+    by_age = people.set_index("Age")
+    assert by_age.dp.count(epsilon=0.1, by="Sex").shape == (2,)
+
+
+def test_crosstab_takes_series_of_the_frame_and_pandas_names(df: pd.DataFrame) -> None:
+    noisy = df.dp.crosstab(
+        df["Occupation"], df["Sex"], epsilon=1.0, rownames=["Job"], colnames=["S"]
+    )
+    exact = pd.crosstab(df["Occupation"], df["Sex"], rownames=["Job"], colnames=["S"])
+    assert noisy.index.names == exact.index.names == ["Job"]
+    assert noisy.columns.names == exact.columns.names == ["S"]
+    with pytest.raises(InvalidParameterError, match="not a column of this frame"):
+        df.dp.crosstab(df["Age"] // 10, df["Sex"], epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match="one per grouping"):
+        df.dp.crosstab("Occupation", "Sex", epsilon=1.0, rownames=["a", "b"])
+    assert df.dp.count(epsilon=1.0, by=df["Sex"]).index.name == "Sex"
+
+
+def test_crosstab_dropna_false_gives_missing_keys_their_cell() -> None:
+    frame = budgeted(
+        pd.DataFrame(
+            {
+                "a": pd.Categorical(["x", None, "y", "x"], categories=["x", "y"]),
+                "b": pd.Categorical(["p", "p", None, "q"], categories=["p", "q"]),
+            }
+        )
+    )
+    kept = frame.dp.crosstab("a", "b", epsilon=1e9 / 1e7, dropna=False)
+    assert kept.shape == (3, 3)
+    assert kept.to_numpy().sum() == 4  # every row counted, the missing ones in the NaN cells
+    left_out = frame.dp.crosstab("a", "b", epsilon=1e9 / 1e7)
+    assert left_out.to_numpy().sum() == 2  # as pd.crosstab's default dropna=True
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("normalize", ["all", "index", "columns"])
+def test_normalized_tables_have_honest_intervals(normalize: str) -> None:
+    """Each share's interval holds the true share in >= 95% of releases (reject at 1e-6)."""
+    frame = budgeted(census(400, rng=32))
+    exact = pd.crosstab(frame["Occupation"], frame["Sex"], normalize=normalize, margins=True)
+    runs, misses = 150, 0
+    for _ in range(runs):
+        table = frame.dp.crosstab(
+            "Occupation", "Sex", epsilon=0.3, normalize=normalize, nonnegative=True, margins=True
+        )
+        assert ((table >= 0) & (table <= 1)).all().all()  # non-negative shares stay shares
+        interval = dpframe.release_info(table)["noise_interval"]
+        low, high = np.asarray(interval["low"]), np.asarray(interval["high"])
+        truth = exact.reindex(index=table.index, columns=table.columns).to_numpy()
+        misses += int(((truth < low - 1e-12) | (truth > high + 1e-12)).sum())
+    cells = runs * table.size
+    assert stats.binomtest(misses, cells, 0.05, alternative="greater").pvalue > FALSE_ALARM
+    assert dpframe.release_info(table)["noise_error_bound"] is None
+
+
+def test_auto_bounds_cover_the_99th_percentile_and_record_the_whole_cost() -> None:
+    gen = np.random.default_rng(33)
+    # Skewed like SLID's wages; 1.1% of the rows lie above 64, 0.01% above 128. With this
+    # many rows the 1% tail is certified: the bound is 128, whatever the noise (a bound
+    # of 64 would need the noise of the tail bins to hide 200 rows, 7 standard deviations).
+    wages = np.exp(gen.normal(2.8, 0.6, 200_000))
+    frame = budgeted(pd.DataFrame({"wages": wages}))
+    total = frame.dp.sum("wages", epsilon=1.0, bounds="auto")
+    info = dpframe.release_info(total)
+    hi = info["bounds"][1]
+    assert (wages > hi).mean() <= 0.01
+    assert info["epsilon"] == 1.0  # the whole call: bounds (1/4) and sum (3/4)
+    assert [part["epsilon_exact"] for part in info["parts"]] == ["1/4", "3/4"]
+    assert "certified" in info["bounds_rule"]
+    assert "clamping" in info["error_bound_covers"]
+
+
+def test_the_history_records_filter_grouping_bounds_and_error_bar(df: pd.DataFrame) -> None:
+    df.dp.sum("Earnings", epsilon=0.5, bounds=(0, 10**5), by="Sex", where="Age >= 30")
+    df.dp.threshold_decision(min_count=10, epsilon=0.5)
+    row = df.dp.ledger.history.iloc[0]
+    assert row["where"] == "Age >= 30"
+    assert row["by"] == "Sex"
+    assert row["bounds"] == "(0, 100000)"
+    assert row["noise_error_bound"] > 0
+    assert row["columns"] == "Earnings, Sex"
+    assert df.dp.ledger.history["method"].iloc[1] == "threshold_decision"

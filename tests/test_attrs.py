@@ -10,12 +10,14 @@ conflicts.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,9 +26,11 @@ from dpframe._attrs import combined_ledger, ledger_of
 from dpframe._budget import Budget
 from dpframe._ledger import Ledger
 from dpframe.errors import (
+    BudgetNotSetError,
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
+    PrivacyUnitError,
 )
 from tests._ledgers import F, budgeted_frame, charge, plain_frame
 
@@ -213,3 +217,87 @@ def test_documented_new_frame_from_values_has_no_ledger() -> None:
     budgeted, _ = budgeted_frame()
     assert ledger_of(pd.DataFrame(budgeted.to_numpy()), create=False) is None
     assert ledger_of(pd.DataFrame(budgeted), create=False) is None
+
+
+# ---------------------------------------------------------------- the README's table, row by row
+
+
+def _people() -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "id": range(6),
+            "k": pd.Categorical(list("aabbca"), categories=list("abc")),
+            "j": list("xyxyxy"),
+            "x": np.arange(6.0),
+        }
+    )
+    frame.dp.set_budget(epsilon=10.0, domains={"k": list("abc")})
+    return frame
+
+
+_PUBLIC = pd.DataFrame({"k": pd.Categorical(list("abc"), categories=list("abc")), "z": [1, 2, 3]})
+
+# (operation, what happens to the budget when a release is asked of the result)
+PANDAS_OPERATIONS: dict[str, tuple[Callable[[pd.DataFrame], Any], str]] = {
+    "copy": (lambda d: d.copy(), "shared"),
+    "boolean filter": (lambda d: d[d["x"] > 1], "shared"),
+    "column selection": (lambda d: d[["k", "x"]], "shared"),
+    "loc / iloc": (lambda d: d.iloc[1:4], "shared"),
+    "query": (lambda d: d.query("x > 1"), "shared"),
+    "assign": (lambda d: d.assign(y=d["x"] * 2), "shared"),
+    "head / sample": (lambda d: d.head(4).sample(frac=1.0), "shared"),
+    "sort_values": (lambda d: d.sort_values("x"), "shared"),
+    "set_index / reset_index": (lambda d: d.set_index("j").reset_index(), "shared"),
+    "astype / rename / drop / fillna": (
+        lambda d: d.astype({"x": "float32"}).rename(columns={"j": "J"}).drop(columns="J").fillna(0),
+        "shared",
+    ),
+    "pickle": (lambda d: pickle.loads(pickle.dumps(d)), "shared"),
+    "concat of parts": (lambda d: pd.concat([d.iloc[:3], d.iloc[3:]]), "shared"),
+    "df.dp.merge with a public table": (lambda d: d.dp.merge(_PUBLIC, on="k"), "shared"),
+    "df.dp.join with a public table": (
+        lambda d: d.dp.join(_PUBLIC.set_index("k"), on="k"),
+        "shared",
+    ),
+    "merge with a public table": (lambda d: d.merge(_PUBLIC, on="k"), "lost"),
+    "join with a public table": (lambda d: d.join(_PUBLIC.set_index("k"), on="k"), "lost"),
+    "concat with a public table": (lambda d: pd.concat([d, _PUBLIC]), "lost"),
+    "pd.DataFrame(df)": (lambda d: pd.DataFrame(d), "lost"),
+    "pivot": (lambda d: d.pivot(index="id", columns="j", values="x"), "lost"),
+    "groupby().agg(func)": (
+        lambda d: d.groupby("j")["x"].agg(lambda s: s.max()).to_frame(),
+        "lost",
+    ),
+    "CSV round trip": (lambda d: pd.read_csv(io.StringIO(d.to_csv(index=False))), "lost"),
+    "concat with itself": (lambda d: pd.concat([d, d]), "repeated"),
+    "explode": (lambda d: d.assign(l=[[1, 2]] * 6).explode("l"), "repeated"),
+}
+
+
+@pytest.mark.parametrize(
+    ("operation", "outcome"), PANDAS_OPERATIONS.values(), ids=PANDAS_OPERATIONS.keys()
+)
+def test_each_pandas_operation_keeps_refuses_or_loses_the_ledger_as_documented(
+    operation: Callable[[pd.DataFrame], Any], outcome: str
+) -> None:
+    people = _people()
+    derived = operation(people)
+    if outcome == "shared":
+        derived.dp.count(epsilon=4.0)
+        assert people.dp.ledger.spent.epsilon == 4  # the release spent the source's budget
+    elif outcome == "lost":
+        with pytest.raises(BudgetNotSetError, match="set_budget"):
+            derived.dp.count(epsilon=4.0)
+    else:
+        with pytest.raises(PrivacyUnitError, match="different person"):
+            derived.dp.count(epsilon=4.0)
+    if outcome != "shared":
+        assert people.dp.ledger.spent.epsilon == 0
+
+
+def test_combining_two_budgets_is_refused_in_pandas_itself() -> None:
+    first, second = _people(), _people()
+    with pytest.raises(LedgerConflictError):
+        pd.concat([first, second])
+    with pytest.raises(LedgerConflictError):
+        first.merge(second, on="id")

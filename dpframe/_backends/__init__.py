@@ -12,8 +12,8 @@ a frame's type; nothing outside a backend's module knows its library.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,6 +65,19 @@ class Backend(Protocol):
 
     def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
         """A grouping column resolved against its declared domain (schema only)."""
+        ...
+
+    def column_label(self, key: object, param: str) -> ColumnLabel:
+        """A column named by its label, or given as a Series of this frame (``df["k"]``)."""
+        ...
+
+    def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
+        """The dtype of each named column, refusing missing or duplicated ones (schema only)."""
+        ...
+
+    @property
+    def row_labels(self) -> tuple[Hashable, ...] | None:
+        """The index level names, if every row has its own index label (None: not, or unknown)."""
         ...
 
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:

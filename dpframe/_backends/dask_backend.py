@@ -73,7 +73,7 @@ Not covered (Dask gives no hook):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -316,6 +316,13 @@ class DaskRows:
         return cast(NDArray[Any], total)
 
 
+def _known(dtype: Any) -> Any:
+    """The dtype keys are checked against: Dask's unknown categories accept any key."""
+    if isinstance(dtype, pd.CategoricalDtype) and _UNKNOWN_CATEGORIES in dtype.categories:
+        return np.dtype(object)
+    return dtype
+
+
 class DaskBackend:
     """A Dask DataFrame seen by the accessor (see :class:`dpframe._backends.Backend`).
 
@@ -340,7 +347,7 @@ class DaskBackend:
     def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
         column = _validation.column(self._meta, name, param)
         dtype = column.dtype
-        declared_here = domain is not None and name in domain
+        declared_here = (domain is not None and name in domain) or name in self.ledger.domains
         if (
             not declared_here
             and isinstance(dtype, pd.CategoricalDtype)
@@ -351,7 +358,27 @@ class DaskBackend:
                 f"(ddf.categorize()) would read the keys from the data. Declare them instead: "
                 f'domain={{"{name}": [...]}}, or astype(pd.CategoricalDtype([...])).'
             )
-        return Group(name, _validation.declared_domain(dtype, name, domain), dtype)
+        declared = _validation.declared_domain(_known(dtype), name, domain, self.ledger.domains)
+        return Group(name, declared, column.dtype)
+
+    def column_label(self, key: object, param: str) -> ColumnLabel:
+        if not isinstance(key, dd.Series):
+            return key
+        name = key.name
+        if name not in self._frame.columns or key._name != self._frame[name]._name:
+            raise InvalidParameterError(
+                f"{param} got a Dask Series that is not a column of this frame ({name!r}). Pass "
+                f'a column of the frame (ddf["col"]) or its name; add a derived key as a '
+                f"column first (ddf.assign(...))."
+            )
+        return cast(ColumnLabel, name)
+
+    def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
+        return {name: _known(_validation.column(self._meta, name, param).dtype) for name in names}
+
+    @property
+    def row_labels(self) -> tuple[Any, ...] | None:
+        return None  # whether labels repeat is unknown without reading the data
 
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         _validation.numeric_dtype(_validation.column(self._meta, name, param).dtype, name)

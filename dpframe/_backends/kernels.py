@@ -64,14 +64,23 @@ def domain_codes(column: pd.Series, domain: pd.Index) -> Codes:
     Categorical columns whose categories are the domain give their own codes (no copy,
     int8 or int16); Arrow-backed columns (pandas 3's default ``str``) are looked up in
     the domain by Arrow in one pass; others are factorized once and the few distinct
-    keys mapped.
+    keys mapped. A missing key declared in the domain (None or NaN) is the missing-value
+    cell: rows whose key is missing get its position.
     """
+    codes = _present_codes(column, domain)
+    if domain.hasnans:
+        missing_cell = int(np.flatnonzero(domain.isna())[0])
+        codes = np.where(column.isna().to_numpy(), missing_cell, codes).astype(codes.dtype)
+    return codes
+
+
+def _present_codes(column: pd.Series, domain: pd.Index) -> Codes:
     dtype = column.dtype
     if isinstance(dtype, pd.CategoricalDtype) and dtype.categories.equals(domain):
         return np.asarray(column.array.codes)  # a read-only view, no copy
     values = column.array
     arrow = getattr(values, "_pa_array", None)
-    if arrow is not None:
+    if arrow is not None and not domain.hasnans:
         found = _arrow_codes(arrow, domain)
         if found is not None:
             return found
@@ -281,3 +290,9 @@ class Group:
     name: Any
     domain: pd.Index
     dtype: Any
+
+    def with_missing_cell(self) -> Group:
+        """The same grouping with a missing-value cell (NaN) at the end, if it had none."""
+        if self.domain.hasnans:
+            return self
+        return Group(self.name, self.domain.append(pd.Index([np.nan])), self.dtype)

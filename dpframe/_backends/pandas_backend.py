@@ -6,7 +6,8 @@ the columns' codes and values; nothing here draws noise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from dpframe import _attrs, _validation
 from dpframe._backends import Group, SumGrid, kernels, register_backend
 from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
-from dpframe.errors import DPFrameError
+from dpframe.errors import DPFrameError, InvalidParameterError, PrivacyUnitError
 
 __all__ = ["PandasBackend", "PandasRows"]
 
@@ -69,15 +70,52 @@ class PandasBackend:
         return ledger
 
     def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
-        column = _validation.column(self._frame, name, param)
-        declared = _validation.declared_domain(column.dtype, name, domain)
-        return Group(name, declared, column.dtype)
+        dtype = _validation.column(self._frame, name, param).dtype
+        declared = _validation.declared_domain(dtype, name, domain, self.ledger.domains)
+        return Group(name, declared, dtype)
+
+    def column_label(self, key: object, param: str) -> ColumnLabel:
+        if not isinstance(key, pd.Series):
+            return key
+        name = key.name
+        frame = self._frame
+        if (
+            name is None
+            or name not in frame.columns
+            or not key.index.equals(frame.index)
+            or not key.equals(_validation.column(frame, name, param))
+        ):
+            raise InvalidParameterError(
+                f"{param} got a Series that is not a column of this frame ({name!r}). Pass a "
+                f'column of the frame (df["col"]) or its name; add a derived key as a '
+                f'column first, e.g. df = df.assign(band=pd.cut(df["Age"], bins=[0, 18, 65, 120])).'
+            )
+        return name
+
+    def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
+        return {name: _validation.column(self._frame, name, param).dtype for name in names}
+
+    @property
+    def row_labels(self) -> tuple[Hashable, ...] | None:
+        index = self._frame.index
+        return tuple(index.names) if index.is_unique else None
 
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         _validation.numeric_dtype(_validation.column(self._frame, name, param).dtype, name)
         return name
 
     def rows(self, where: Where) -> PandasRows:
+        labels = self.ledger.row_labels
+        index = self._frame.index
+        if labels is not None and tuple(index.names) == labels and not index.is_unique:
+            raise PrivacyUnitError(
+                "This frame repeats index labels that were unique in the frame given the "
+                "budget (e.g. pd.concat([df, df]) or a merge that duplicated rows), so some "
+                "people now have several rows, and a release would spend more privacy than it "
+                "charges. dpframe assumes each row belongs to a different person: release from "
+                "the frame without the duplicated rows, or merge with df.dp.merge(...), which "
+                "checks that no row is duplicated."
+            )
         return PandasRows(self._frame, _validation.where_mask(self._frame, where))
 
 

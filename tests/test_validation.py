@@ -1,0 +1,212 @@
+"""dpframe._validation: declared domains checked against the column, where= checked row-wise.
+
+Every check here uses the dtype or the expression only, never the data's values; every bad
+declaration is refused before anything is drawn or charged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpframe
+from dpframe.errors import DomainError, InvalidParameterError, InvalidParameterTypeError
+from tests.conftest import WordCounter, budgeted
+
+
+@pytest.fixture
+def frame() -> pd.DataFrame:
+    return budgeted(
+        pd.DataFrame(
+            {
+                "age": [23, 35, 35, 70, 41],
+                "sex": pd.Series(["F", "M", "F", None, "M"], dtype="str"),
+                "when": pd.to_datetime(
+                    ["2020-01-01", "2020-01-02", "2020-01-01", None, "2020-01-03"]
+                ),
+                "band": pd.Categorical(["a", "b", "a", "b", None], categories=["a", "b", "c"]),
+                "income": [10.5, 20.0, 31.0, np.nan, 12.0],
+                "flag": [True, False, True, True, False],
+            }
+        )
+    )
+
+
+# ---------------------------------------------------------------- keys against the dtype
+
+MISMATCHES: dict[str, tuple[str, Any, str]] = {
+    "str keys on an int column": ("age", ["23", "35"], "do not match its dtype int64"),
+    "date strings on a datetime column": ("when", ["2020-01-01"], "timestamps"),
+    "ints on a str column": ("sex", [1, 2], "do not match its dtype str"),
+    "a typo among the categories": ("band", ["a", "bb"], "not categories"),
+    "floats on a bool column": ("flag", [0.0, 1.0], "do not match its dtype bool"),
+}
+
+
+@pytest.mark.parametrize(("column", "keys", "message"), MISMATCHES.values(), ids=MISMATCHES.keys())
+def test_keys_that_no_row_can_hold_are_refused(
+    frame: pd.DataFrame, column: str, keys: Any, message: str, word_counter: WordCounter
+) -> None:
+    with pytest.raises(DomainError, match=message):
+        frame.dp.count(epsilon=1.0, by=column, domain={column: keys})
+    assert word_counter.words == 0
+    assert len(frame.dp.ledger.history) == 0
+
+
+def test_validity_matching_keys_are_accepted(frame: pd.DataFrame) -> None:
+    # The twin of the test above: the same columns with keys of the right type work.
+    fits = {
+        "age": range(16, 96),
+        "when": pd.to_datetime(["2020-01-01", "2020-01-02"]),
+        "sex": ["F", "M"],
+        "band": ["a", "c"],
+        "flag": [False, True],
+    }
+    for column, keys in fits.items():
+        assert len(frame.dp.count(epsilon=1.0, by=column, domain={column: keys})) == len(keys)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [range(20, 80), pd.Index([23, 35, 41]), np.array([23, 35]), (23, 35), [23, 35]],
+    ids=["range", "Index", "array", "tuple", "list"],
+)
+def test_any_ordered_list_like_declares_keys(frame: pd.DataFrame, keys: Any) -> None:
+    counts = frame.dp.count(epsilon=1e9 / 1e7, by="age", domain={"age": keys})
+    assert list(counts.index) == list(keys)
+
+
+@pytest.mark.parametrize("keys", [{"F", "M"}, "FM", {"F": 1}, 3], ids=["set", "str", "dict", "int"])
+def test_unordered_or_scalar_keys_are_refused(frame: pd.DataFrame, keys: Any) -> None:
+    with pytest.raises(InvalidParameterTypeError, match="ordered list-like"):
+        frame.dp.count(epsilon=1.0, by="sex", domain={"sex": keys})
+
+
+def test_a_domain_for_a_column_not_grouped_is_refused(frame: pd.DataFrame) -> None:
+    with pytest.raises(DomainError, match="does not group by"):
+        frame.dp.count(epsilon=1.0, by="sex", domain={"sex": ["F", "M"], "age": [23]})
+    with pytest.raises(DomainError, match="does not group by"):
+        frame.dp.crosstab("sex", "flag", epsilon=1.0, domain={"Sex": ["F", "M"]})
+
+
+def test_float_columns_are_not_grouped(frame: pd.DataFrame) -> None:
+    with pytest.raises(DomainError, match=r"pd\.cut"):
+        frame.dp.count(epsilon=1.0, by="income", domain={"income": [10.5, 20.0]})
+    banded = frame.assign(bracket=pd.cut(frame["income"], bins=[0, 15, 100], labels=["lo", "hi"]))
+    counts = banded.dp.count(epsilon=1.0, by="bracket", domain={"bracket": ["lo", "hi"]})
+    assert list(counts.index) == ["lo", "hi"]
+
+
+def test_a_categorical_is_not_a_declaration() -> None:
+    data = pd.DataFrame({"sex": ["F", "M", "F"]})
+    data["sex"] = data["sex"].astype("category")  # categories read off the data
+    data.dp.set_budget(epsilon=1.0)
+    with pytest.raises(DomainError, match="astype\\('category'\\) takes them from the data"):
+        data.dp.count(epsilon=0.5, by="sex")
+    # Declaring them is an explicit assertion that they come from a code book.
+    counts = data.dp.count(epsilon=0.5, by="sex", domain={"sex": data["sex"].cat.categories})
+    assert list(counts.index) == ["F", "M"]
+
+
+def test_a_missing_key_declares_the_missing_value_cell(frame: pd.DataFrame) -> None:
+    counts = frame.dp.count(epsilon=1e9 / 1e7, by="sex", domain={"sex": ["F", "M", None]})
+    assert counts.tolist() == [2, 2, 1]
+    assert pd.isna(counts.index[-1])
+    exact = frame.groupby("sex", dropna=False).size()
+    assert counts.sum() == exact.sum()
+    band = frame.dp.count(epsilon=1e9 / 1e7, by="band", domain={"band": [np.nan, "a", "b", "c"]})
+    assert band.tolist() == [1, 2, 2, 0]
+
+
+def test_missing_keys_are_declared_at_most_once(frame: pd.DataFrame) -> None:
+    with pytest.raises(DomainError, match="missing value more than once"):
+        frame.dp.count(epsilon=1.0, by="sex", domain={"sex": ["F", None, np.nan]})
+
+
+# ---------------------------------------------------------------- domains of the data set
+
+
+def test_domains_are_declared_once_per_data_set_and_inherited(frame: pd.DataFrame) -> None:
+    data = pd.DataFrame({"sex": ["F", "M", "F"], "age": [30, 40, 50]})
+    data.dp.set_budget(epsilon=1.0, domains={"sex": ["F", "M", "X"], "age": range(120)})
+    adults = data[data["age"] >= 18]
+    assert list(adults.dp.count(epsilon=0.5, by="sex").index) == ["F", "M", "X"]
+    with pytest.raises(DomainError, match="already declared"):
+        data.dp.set_budget(epsilon=1.0, domains={"sex": ["F", "M"]})
+    with pytest.raises(DomainError, match="do not match its dtype"):
+        pd.DataFrame({"sex": ["F"]}).dp.set_budget(epsilon=1.0, domains={"sex": [1, 2]})
+
+
+def test_declared_domains_survive_parquet(tmp_path: Any) -> None:
+    data = pd.DataFrame({"k": ["a", "b"], "when": pd.to_datetime(["2020-01-01", "2021-01-01"])})
+    data.dp.set_budget(
+        epsilon=1.0, domains={"k": ["a", "b", None], "when": pd.to_datetime(["2020-01-01"])}
+    )
+    data.to_parquet(tmp_path / "d.parquet")
+    loaded = pd.read_parquet(tmp_path / "d.parquet")
+    domains = loaded.dp.ledger.domains
+    assert list(domains["k"][:2]) == ["a", "b"]
+    assert pd.isna(domains["k"][2])
+    assert domains["when"][0] == pd.Timestamp("2020-01-01")
+
+
+# ---------------------------------------------------------------- where= is row-wise
+
+AGGREGATING = [
+    "Age > Age.mean()",
+    "Age >= Age.median()",
+    "Age.rank() <= 10",
+    "Age.shift(1) > 30",
+    "Age == Age.max()",
+    "Age.diff() > 0",
+    "Age[0] > 1",
+    "Age.duplicated()",
+    "Age.cumsum() < 100",
+    "Age.rolling(2).mean() > 1",
+]
+
+
+@pytest.mark.parametrize("where", AGGREGATING)
+def test_filters_that_look_at_other_rows_are_refused(where: str, word_counter: WordCounter) -> None:
+    frame = budgeted(pd.DataFrame({"Age": [20, 40, 60]}))
+    with pytest.raises(InvalidParameterError, match="not a row-wise condition"):
+        frame.dp.count(epsilon=1.0, where=where)
+    assert word_counter.words == 0
+    assert len(frame.dp.ledger.history) == 0
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "Age >= 30 and Age < 60",
+        "Age.between(30, 50) | (Name.str.startswith('A'))",
+        "Name.isin(['Ann', 'Bob']) & Age.notna()",
+        "abs(Age - 40) < 15",
+        "`First name`.str.len() > 2",
+    ],
+)
+def test_row_wise_filters_are_accepted(where: str) -> None:
+    frame = budgeted(
+        pd.DataFrame(
+            {"Age": [20, 40, 60], "Name": ["Ann", "Bob", "Cy"], "First name": ["A", "Bo", "Cyd"]}
+        )
+    )
+    expected = int(frame.eval(where).sum())
+    assert frame.dp.count(epsilon=1e9 / 1e7, where=where) == expected
+
+
+def test_where_reads_at_variables_like_query() -> None:
+    frame = budgeted(pd.DataFrame({"Age": [20, 40, 60], "Sex": ["F", "M", "F"]}))
+    cutoff, sexes = 30, ["F"]  # noqa: F841  (read by the where= strings below)
+    count = frame.dp.count(epsilon=1e9 / 1e7, where="Age >= @cutoff and Sex in @sexes")
+    assert count == 1
+    assert frame.dp.ledger.history["where"].iloc[-1] == "Age >= 30 and Sex in ['F']"
+    with pytest.raises(InvalidParameterError, match="@missing is not a variable"):
+        frame.dp.count(epsilon=1.0, where="Age > @missing")
+    series = frame["Age"]  # noqa: F841  (read by the where= string below)
+    with pytest.raises(InvalidParameterTypeError, match="boolean Series instead"):
+        frame.dp.count(epsilon=1.0, where="Age > @series")
+    assert dpframe.release_info(count)["where"] == "Age >= 30 and Sex in ['F']"
