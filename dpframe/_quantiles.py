@@ -24,9 +24,11 @@ exact uniform integer drawn by rejection from random words.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, overload
 
@@ -70,47 +72,100 @@ _TAIL_MARGIN = 1 + 2.0**-12
 # ---------------------------------------------------------------- validation
 
 
-def _quantile_fractions(q: Any) -> tuple[list[Fraction], bool]:
-    """``q`` as exact fractions in [0, 1], and whether it was a scalar."""
+@dataclass(frozen=True)
+class _Quantiles:
+    """The requested quantiles: the distinct fractions, and which one each request is."""
+
+    distinct: tuple[Fraction, ...]
+    which: NDArray[np.intp]
+    scalar: bool
+
+    @property
+    def count(self) -> int:
+        return int(self.which.size)
+
+
+def _quantile_fractions(q: Any) -> _Quantiles:
+    """``q`` as exact fractions in [0, 1] (each distinct value read once)."""
     fix = "Pass q as a number in [0, 1] (0.5 for the median) or a list of them, like pandas."
     if isinstance(q, np.ndarray) and q.ndim == 0:
         q = q.item()
     scalar = isinstance(q, numbers.Real)
     if scalar:
-        items = [q]
+        flat = np.empty(1, dtype=object)
+        flat[0] = q
     elif isinstance(q, Sequence | np.ndarray) and not isinstance(q, str | bytes):
         try:
             flat = np.asarray(q, dtype=object)
         except ValueError:  # ragged nesting
-            flat = np.empty(0, dtype=object).reshape(0, 0)
+            flat = np.empty((0, 0), dtype=object)
         if flat.ndim != 1:
             raise InvalidParameterError(f"q must be a number or a flat list, got {q!r}. {fix}")
-        items = flat.tolist()
-        if not items:
+        if not flat.size:
             raise InvalidParameterError(f"q is empty; pass at least one quantile. {fix}")
     else:
         raise InvalidParameterTypeError(
             f"q must be a number or a list of numbers, got {q!r}. {fix}"
         )
-    fractions = []
-    for item in items:
+    numeric = _numeric_array(q) if not scalar else None
+    if numeric is not None:  # one read per distinct value, without a Python loop over q
+        values, inverse = np.unique(numeric, return_inverse=True)
+        read = [_read_q(float(v), fix) for v in values.tolist()]
+        unique = list(dict.fromkeys(read))  # two floats may read as the same fraction
+        remap = np.array([unique.index(f) for f in read], dtype=np.intp)
+        return _Quantiles(tuple(unique), remap[inverse.reshape(-1)], scalar)
+    seen: dict[Any, int] = {}
+    which = np.empty(flat.size, dtype=np.intp)
+    distinct: list[Fraction] = []
+    for i, item in enumerate(flat.tolist()):
         if isinstance(item, bool | np.bool_) or not isinstance(item, numbers.Real):
             raise InvalidParameterTypeError(
                 f"q must hold numbers, got {item!r} of type {type(item).__name__}. {fix}"
             )
-        if isinstance(item, Fraction | numbers.Integral):
-            value = Fraction(item)
-        else:
-            as_float = float(item)
-            if not math.isfinite(as_float):
-                raise InvalidParameterError(f"q must be finite, got {item!r}. {fix}")
-            value = simplest_rational(as_float)
-        if not 0 <= value <= 1:
-            raise InvalidParameterError(f"q must lie in [0, 1], got {item!r}. {fix}")
-        if value.denominator > MAX_DENOMINATOR:
-            value = value.limit_denominator(MAX_DENOMINATOR)
-        fractions.append(value)
-    return fractions, scalar
+        key = (type(item), item)
+        if key not in seen:
+            if isinstance(item, numbers.Rational):
+                value = _read_q(Fraction(int(item.numerator), int(item.denominator)), fix)
+            else:
+                value = _read_q(float(item), fix)
+            if value in distinct:
+                seen[key] = distinct.index(value)
+            else:
+                seen[key] = len(distinct)
+                distinct.append(value)
+        which[i] = seen[key]
+    return _Quantiles(tuple(distinct), which, scalar)
+
+
+def _numeric_array(q: Any) -> NDArray[np.float64] | None:
+    """``q`` as a 1-D float array when numpy reads it as plain numbers (not bools), else None."""
+    if not isinstance(q, np.ndarray) and any(isinstance(x, bool | np.bool_) for x in q):
+        return None  # numpy would read True as 1.0
+    try:
+        array = np.asarray(q)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if array.ndim != 1 or array.dtype == np.bool_ or array.dtype.kind not in "iuf":
+        return None
+    if array.dtype.kind in "iu" and array.size and np.abs(array).max() > 2**52:
+        return None  # integers far beyond [0, 1]: let the exact path name the culprit
+    return array.astype(np.float64)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_q(item: float | Fraction, fix: str) -> Fraction:
+    """One quantile as an exact fraction ``p/d`` in [0, 1] with ``d <= MAX_DENOMINATOR``."""
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise InvalidParameterError(f"q must be finite, got {item!r}. {fix}")
+        value = simplest_rational(item)
+    else:
+        value = item
+    if not 0 <= value <= 1:
+        raise InvalidParameterError(f"q must lie in [0, 1], got {item!r}. {fix}")
+    if value.denominator > MAX_DENOMINATOR:
+        value = value.limit_denominator(MAX_DENOMINATOR)
+    return value
 
 
 def _grid(bounds: Any, candidates: ArrayLike | None) -> tuple[float, float, NDArray[np.float64]]:
@@ -160,11 +215,11 @@ def _edges(grid: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.asarray(grid[:-1] / 2 + grid[1:] / 2)
 
 
-def _plans(fractions: list[Fraction], epsilon: Fraction) -> dict[Fraction, GeometricPlan]:
+def _plans(quantiles: _Quantiles, epsilon: Fraction) -> list[GeometricPlan]:
     """One verified noise plan per distinct quantile: epsilon / k each, on its score scale."""
-    each = epsilon / len(fractions)
-    plans = {}
-    for fraction in set(fractions):
+    each = epsilon / quantiles.count
+    plans = []
+    for fraction in quantiles.distinct:
         unit = each / (SCORE_SPREAD * _score_sensitivity(fraction))
         if unit > MAX_UNIT_EPSILON:
             raise InvalidParameterError(
@@ -177,7 +232,7 @@ def _plans(fractions: list[Fraction], epsilon: Fraction) -> dict[Fraction, Geome
                 f"epsilon per quantile ({float(each):g}) is too small: the rank noise would "
                 f"overflow int64. Use a larger epsilon or fewer quantiles per call."
             )
-        plans[fraction] = geometric_plan(unit, None, False)
+        plans.append(geometric_plan(unit, None, False))
     return plans
 
 
@@ -469,22 +524,22 @@ def quantile(
         raise InvalidParameterError(
             f"values must be 1-D, got shape {array.shape}. Pass one column, e.g. x.ravel()."
         )
-    fractions, scalar = _quantile_fractions(q)
+    quantiles = _quantile_fractions(q)
     eps = _validation.epsilon(epsilon)
     _, _, grid = _grid(bounds, candidates)
-    plans = _plans(fractions, eps)
-    if max(f.denominator for f in fractions) * array.size > _SCORE_LIMIT:
+    plans = _plans(quantiles, eps)
+    if max(f.denominator for f in quantiles.distinct) * array.size > _SCORE_LIMIT:
         raise NoiseOverflowError(
             f"{array.size:,} values are too many for exact integer rank scores; split them."
         )
     source = bit_source(rng)
     counts = cell_counts(array, grid, _edges(grid))
-    released = np.empty(len(fractions), dtype=np.float64)
-    for fraction, plan in plans.items():
-        where = np.array([i for i, f in enumerate(fractions) if f == fraction])
+    released = np.empty(quantiles.count, dtype=np.float64)
+    for index, (fraction, plan) in enumerate(zip(quantiles.distinct, plans, strict=True)):
+        where = np.flatnonzero(quantiles.which == index)
         winners = _select(rank_scores(counts, fraction), where.size, plan, source)
         released[where] = grid[winners]
-    return float(released[0]) if scalar else released
+    return float(released[0]) if quantiles.scalar else released
 
 
 def _difference_tail(unit_epsilon: Fraction, start: int) -> float:
@@ -618,14 +673,15 @@ def quantile_accuracy(
     >>> 0 < r < 20
     True
     """
-    fractions, scalar = _quantile_fractions(q)
+    quantiles = _quantile_fractions(q)
     eps = _validation.epsilon(epsilon)
     level = _validation.probability(alpha, "alpha")
     _, _, grid = _grid(bounds, candidates)
-    _plans(fractions, eps)  # the same refusals as quantile()
-    each = eps / len(fractions)
-    bars = np.array([_rank_bar(f, each, grid.size, level) for f in fractions])
-    return float(bars[0]) if scalar else bars
+    _plans(quantiles, eps)  # the same refusals as quantile()
+    each = eps / quantiles.count
+    distinct = np.array([_rank_bar(f, each, grid.size, level) for f in quantiles.distinct])
+    bars = distinct[quantiles.which]
+    return float(bars[0]) if quantiles.scalar else bars
 
 
 def quantile_resolution(
