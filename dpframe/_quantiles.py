@@ -7,7 +7,7 @@ How one quantile is released (every step vectorized):
   ``c_j`` owns the *cell* ``[b_j, b_{j+1})`` between the midpoints of its neighbours
   (``b_0 = -inf``, ``b_m = +inf``), so every value falls in exactly one cell, and
   clamping a value into the bounds never changes its cell.
-* One pass over the values counts them per cell (an arithmetic guess of the cell, checked
+* One pass over the values counts them per cell (a lookup-table guess of the cell, checked
   exactly against its two edges; a binary search for the rare misses), so 10M values
   cost about one ``np.bincount``.
 * With ``q`` read as the fraction ``p/d``, cell ``j`` scores the integer
@@ -64,12 +64,32 @@ SCORE_SPREAD = 2
 _SCORE_LIMIT = 2**61
 _BLOCK = 1 << 16  # values per block when counting cells: the scratch arrays stay in cache
 _NOISE_BLOCK = 1 << 20  # noise values drawn at once
+_MAX_BUCKETS = 1 << 16  # lookup table of cells: 512 KiB at most
 # The rank bar is computed for the ideal noise a hair wider than the noise drawn (as the
 # geometric engine's bars are), then its tail is multiplied by this to cover the coins.
 _TAIL_MARGIN = 1 + 2.0**-12
 
 
 # ---------------------------------------------------------------- validation
+
+
+def _values(values: ArrayLike) -> NDArray[np.float64]:
+    """``values`` as a 1-D float64 array (no copy for float64 input).
+
+    NaN is refused while the cells are counted (one block at a time, before anything is
+    drawn), which spares a pass and a full-size temporary over the values.
+    """
+    raw = np.asarray(values)
+    if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":
+        raise InvalidParameterTypeError(
+            f"values must hold real numbers, got dtype {raw.dtype}. Convert first, for "
+            f"example with np.asarray(x, dtype=float)."
+        )
+    if raw.ndim != 1:
+        raise InvalidParameterError(
+            f"values must be 1-D, got shape {raw.shape}. Pass one column, e.g. x.ravel()."
+        )
+    return raw.astype(np.float64, copy=False)
 
 
 @dataclass(frozen=True)
@@ -171,6 +191,11 @@ def _read_q(item: float | Fraction, fix: str) -> Fraction:
 def _grid(bounds: Any, candidates: ArrayLike | None) -> tuple[float, float, NDArray[np.float64]]:
     """Validated bounds and candidate grid (sorted, distinct, finite, inside the bounds)."""
     lo, hi = _validation.real_bounds(bounds)
+    if not math.isfinite(hi - lo):
+        raise InvalidParameterError(
+            f"bounds={bounds!r} are too wide: hi - lo overflows float64. Rescale the values "
+            f"first (for example to thousands)."
+        )
     if candidates is None:
         # np.unique drops repeats when (hi - lo) is too small for 2**12 distinct floats.
         return lo, hi, np.unique(np.linspace(lo, hi, DEFAULT_GRID_POINTS))
@@ -250,59 +275,83 @@ def cell_counts(
 ) -> NDArray[np.int64]:
     """How many values fall in each candidate's cell ``[b_j, b_{j+1})``, exactly.
 
-    The cell is guessed from an arithmetic grid (the default grid is one; for others the
-    guess is the nearest point of the evenly spaced grid with the same ends) and checked
-    against both of its edges; values whose guess fails are placed by binary search. The
-    checks are exact float comparisons, so the counts never depend on rounding.
+    Each value's cell is guessed from evenly spaced buckets (see :class:`_BucketLookup`);
+    the guess, and if it fails the next cell, is checked against both cell edges, and
+    the rare values still unplaced (rounding, or buckets that several edges cross) are
+    placed by binary search. The checks are exact float
+    comparisons, so the counts never depend on rounding, only the speed does.
     """
     m = grid.size
     if m == 1:
         return np.array([values.size], dtype=np.int64)
     bounded = np.concatenate([[-np.inf], edges, [np.inf]])
-    origin = float(grid[0])
-    inverse = (m - 1) / (float(grid[-1]) - origin)  # Python floats: inf, not a warning
+    lookup = _BucketLookup.build(grid, edges)
     counts = np.zeros(m, dtype=np.int64)
     scratch = np.empty(min(values.size, _BLOCK), dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):  # huge values: every guess is checked
-        uniform = _is_near_uniform(grid)
         for start in range(0, values.size, _BLOCK):
             block = values[start : start + _BLOCK]
-            if uniform:
-                cells = _guessed_cells(block, edges, bounded, scratch, origin, inverse)
-            else:
-                cells = np.searchsorted(edges, block, side="right")
+            if np.isnan(block).any():
+                raise InvalidParameterError(
+                    "values contain NaN, which has no rank. Drop the missing values first "
+                    "(for example with .dropna()); nothing was drawn."
+                )
+            cells = lookup.cells(block, edges, bounded, scratch[: block.size])
             counts += np.bincount(cells, minlength=m)
     return counts
 
 
-def _guessed_cells(
-    block: NDArray[np.float64],
-    edges: NDArray[np.float64],
-    bounded: NDArray[np.float64],
-    scratch: NDArray[np.float64],
-    origin: float,
-    inverse: float,
-) -> NDArray[np.intp]:
-    """The cell of each value of a block: the arithmetic guess, checked against both edges."""
-    m = edges.size + 1
-    guess = scratch[: block.size]
-    np.subtract(block, origin, out=guess)
-    guess *= inverse
-    guess += 0.5
-    np.clip(guess, 0, m - 1, out=guess)  # also catches ±inf
-    cells = guess.astype(np.intp)
-    miss = ~((bounded[cells] <= block) & (block < bounded[cells + 1]))
-    if miss.any():
-        cells[miss] = np.searchsorted(edges, block[miss], side="right")
-    return cells
+@dataclass(frozen=True)
+class _BucketLookup:
+    """A first guess of each value's cell, from evenly spaced buckets over the candidates.
 
+    On an evenly spaced grid the buckets are the cells themselves (the guess is the
+    nearest candidate, one multiply and one rounding); otherwise there are four buckets
+    per cell (at most ``_MAX_BUCKETS``), each mapped by ``table`` to the cell holding
+    its start.
+    """
 
-def _is_near_uniform(grid: NDArray[np.float64]) -> bool:
-    """Whether the arithmetic guess of a cell is almost always right (a speed choice only)."""
-    m = grid.size
-    spacing = (float(grid[-1]) - float(grid[0])) / (m - 1)
-    ideal = float(grid[0]) + spacing * np.arange(m)
-    return bool(np.abs(grid - ideal).max() <= spacing / 4)
+    origin: float
+    inverse_width: float
+    offset: float
+    table: NDArray[np.intp] | None
+
+    @classmethod
+    def build(cls, grid: NDArray[np.float64], edges: NDArray[np.float64]) -> _BucketLookup:
+        m = grid.size
+        origin, span = float(grid[0]), float(grid[-1]) - float(grid[0])
+        with np.errstate(over="ignore", invalid="ignore"):
+            spacing = span / (m - 1)
+            if np.abs(grid - (origin + spacing * np.arange(m))).max() <= spacing / 4:
+                return cls(origin, (m - 1) / span, 0.5, None)
+            buckets = min(_MAX_BUCKETS, 4 * m)
+            starts = origin + (span / buckets) * np.arange(buckets)
+        table = np.asarray(np.searchsorted(edges, starts, side="right"), dtype=np.intp)
+        return cls(origin, buckets / span, 0.0, table)
+
+    def cells(
+        self,
+        block: NDArray[np.float64],
+        edges: NDArray[np.float64],
+        bounded: NDArray[np.float64],
+        scratch: NDArray[np.float64],
+    ) -> NDArray[np.intp]:
+        """The cell of each value: the guess, else the next cell, else a binary search."""
+        np.subtract(block, self.origin, out=scratch)
+        scratch *= self.inverse_width
+        scratch += self.offset
+        top = edges.size if self.table is None else self.table.size - 1
+        np.clip(scratch, 0, top, out=scratch)  # also catches ±inf
+        guess = scratch.astype(np.intp)
+        cells = guess if self.table is None else self.table[guess]
+        miss = np.flatnonzero(~((bounded[cells] <= block) & (block < bounded[cells + 1])))
+        if miss.size:
+            later = np.minimum(cells[miss] + 1, edges.size)
+            found = (bounded[later] <= block[miss]) & (block[miss] < bounded[later + 1])
+            cells[miss[found]] = later[found]
+            rest = miss[~found]
+            cells[rest] = np.searchsorted(edges, block[rest], side="right")
+        return cells
 
 
 def rank_scores(counts: NDArray[np.int64], fraction: Fraction) -> NDArray[np.int64]:
@@ -519,11 +568,7 @@ def quantile(
     >>> dpm.quantile(ages, [0.25, 0.75], epsilon=1.0, bounds=(0, 120)).shape
     (2,)
     """
-    array = _validation.real_array(values)
-    if array.ndim != 1:
-        raise InvalidParameterError(
-            f"values must be 1-D, got shape {array.shape}. Pass one column, e.g. x.ravel()."
-        )
+    array = _values(values)
     quantiles = _quantile_fractions(q)
     eps = _validation.epsilon(epsilon)
     _, _, grid = _grid(bounds, candidates)

@@ -436,6 +436,7 @@ BAD_CALLS = [
     {"bounds": (0, float("inf"))},
     {"bounds": None},
     {"bounds": (0, 1, 2)},
+    {"bounds": (-1e308, 1e308)},  # hi - lo overflows
     {"candidates": [3.0, 1.0]},
     {"candidates": [1.0, 1.0, 2.0]},
     {"candidates": [-1.0, 5.0]},
