@@ -48,6 +48,9 @@ STATISTICS: tuple[Statistic, ...] = ("mean", "var", "std")
 # Sums run on a grid of step 2**(ceil(log2(sensitivity)) - GRID_BITS): one row is at most
 # 2**GRID_BITS steps, as for dpframe's clamped sums.
 GRID_BITS = 32
+# Half the width of the bounds must lie within 2**-RADIUS_BITS .. 2**RADIUS_BITS: squares
+# and their grid steps then stay normal floats.
+RADIUS_BITS = 400
 # Interval ends are computed in float64; they are moved outward by this relative amount
 # (of the statistic's scale) so that rounding can only widen them.
 _ROUNDING_MARGIN = 1e-12
@@ -236,13 +239,15 @@ def moment_plan(
     lo, hi = _validation.real_bounds(bounds)
     checked_ddof = _ddof(ddof)
     centre = lo / 2 + hi / 2  # halves first: no overflow
-    radius = _round_up(max(Fraction(hi) - Fraction(centre), Fraction(centre) - Fraction(lo)))
-    square_centre = _round_up(Fraction(radius) ** 2 / 2)
-    if not math.isfinite(square_centre) or square_centre > 2.0**960:
+    exact_radius = max(Fraction(hi) - Fraction(centre), Fraction(centre) - Fraction(lo))
+    if not Fraction(1, 2**RADIUS_BITS) <= exact_radius <= 2**RADIUS_BITS:
         raise InvalidParameterError(
-            f"bounds={bounds!r} are too wide for a variance (the squared radius overflows "
-            f"float64); rescale the column first."
+            f"bounds={bounds!r} are outside the range dpframe computes moments on (half their "
+            f"width must lie between 2**-{RADIUS_BITS} and 2**{RADIUS_BITS}, so that squares "
+            f"fit float64's grid). Rescale the column first."
         )
+    radius = _round_up(exact_radius)
+    square_centre = _round_up(Fraction(radius) ** 2 / 2)
     names: tuple[PartName, ...] = (
         ("count", "sum") if statistic == "mean" else ("count", "sum", "sum of squares")
     )

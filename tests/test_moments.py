@@ -224,6 +224,8 @@ def test_module_examples_run() -> None:
         {"epsilon": 0},
         {"epsilon": "1"},
         {"epsilon": 1e4},  # the count alone would carry no privacy
+        {"bounds": (-1e308, 1e308)},  # squares overflow
+        {"bounds": (0, 1e-300)},  # squares underflow
     ],
 )
 def test_bad_plans_are_refused(kwargs: dict[str, Any]) -> None:
