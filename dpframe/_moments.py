@@ -202,9 +202,9 @@ def moment_plan(
     to ``epsilon``; the parts are released independently (sequential composition), so
     the statistic is ``epsilon``-DP with respect to adding or removing one row. The
     count is shared by the mean and variance formulas (Google releases it twice). The
-    equal split minimises the worst-case relative error of a mean (``|S/N| <= h``
-    makes the two parts' errors equally weighted) and is within 3% of the optimum for
-    a variance.
+    equal split minimises the worst-case error of a mean (with ``|S/N| <= h`` the two
+    parts' errors weigh the same); for a variance, which part dominates depends on the
+    data, so the three parts get equal shares too.
 
     **The grid.** Sums are exact on a fixed-point grid of step
     ``2^(ceil(log2 s) - 32)`` for a part of sensitivity ``s``, as dpframe's clamped sums:

@@ -370,7 +370,8 @@ def rank_scores(counts: NDArray[np.int64], fraction: Fraction) -> NDArray[np.int
 def _uniform_below(source: BitSource, sizes: NDArray[np.int64]) -> NDArray[np.int64]:
     """One exact uniform integer in ``[0, size)`` per entry, by rejection on the top bits."""
     out = np.zeros(sizes.size, dtype=np.int64)
-    bits = np.array([int(s - 1).bit_length() for s in sizes.tolist()], dtype=np.uint64)
+    # Bits needed for size - 1: frexp's exponent is the bit length (exact below 2**53).
+    bits = np.frexp(np.maximum(sizes - 1, 1).astype(np.float64))[1].astype(np.uint64)
     pending = np.flatnonzero(sizes > 1)
     while pending.size:  # each round accepts with probability > 1/2
         draw = (source.words(pending.size) >> (np.uint64(64) - bits[pending])).astype(np.int64)

@@ -144,6 +144,18 @@ def test_goodness_of_fit_rejects_half_the_noise(monkeypatch: pytest.MonkeyPatch)
     assert chi_square_pvalue(samples, np.arange(6), pmf, min_expected=5) < FALSE_ALARM
 
 
+@pytest.mark.parametrize("size", [3, 7, 1000])
+def test_tie_break_index_is_uniform(size: int) -> None:
+    """The exact uniform integer behind the tie-break (rejection on the top bits)."""
+    from dpframe._random import bit_source
+
+    draws = _quantiles._uniform_below(bit_source(None), np.full(100_000, size))
+    assert draws.min() >= 0
+    assert draws.max() < size
+    uniform = np.full(size, 1 / size)
+    assert chi_square_pvalue(draws, np.arange(size), uniform, min_expected=5) > FALSE_ALARM
+
+
 # ---------------------------------------------------------------- privacy
 
 
