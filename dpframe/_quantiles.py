@@ -278,8 +278,8 @@ def cell_counts(
     Each value's cell is guessed from evenly spaced buckets (see :class:`_BucketLookup`);
     the guess, and if it fails the next cell, is checked against both cell edges, and
     the rare values still unplaced (rounding, or buckets that several edges cross) are
-    placed by binary search. The checks are exact float
-    comparisons, so the counts never depend on rounding, only the speed does.
+    placed by binary search. The checks are exact float comparisons, so the counts never
+    depend on rounding, only the speed does.
     """
     m = grid.size
     if m == 1:

@@ -15,6 +15,7 @@ from scipy import stats
 
 import dpframe.mechanisms as dpm
 from dpframe import _quantiles
+from dpframe._random import bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 from tests._stats import FALSE_ALARM, audit, chi_square_pvalue, delta_tolerance
 from tests.conftest import WordCounter
@@ -147,8 +148,6 @@ def test_goodness_of_fit_rejects_half_the_noise(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.parametrize("size", [3, 7, 1000])
 def test_tie_break_index_is_uniform(size: int) -> None:
     """The exact uniform integer behind the tie-break (rejection on the top bits)."""
-    from dpframe._random import bit_source
-
     draws = _quantiles._uniform_below(bit_source(None), np.full(100_000, size))
     assert draws.min() >= 0
     assert draws.max() < size
