@@ -16,6 +16,7 @@ from __future__ import annotations
 from dpframe._decisions import decision_probability, threshold_decision
 from dpframe._geometric import geometric, geometric_accuracy
 from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
+from dpframe._quantiles import quantile, quantile_accuracy, quantile_resolution
 
 __all__ = [
     "bounded_laplace",
@@ -25,5 +26,8 @@ __all__ = [
     "geometric_accuracy",
     "laplace",
     "laplace_accuracy",
+    "quantile",
+    "quantile_accuracy",
+    "quantile_resolution",
     "threshold_decision",
 ]
