@@ -117,13 +117,16 @@ def _show(x: Fraction) -> str:
         return "a number beyond the float range"
 
 
-def variance(sigma: Any = None, rho: Any = None, sensitivity: Any = None) -> Fraction:
-    """σ² as an exact fraction from ``sigma=`` or from ``rho=`` (and ``sensitivity=``).
+def variance(
+    sigma: Any = None, rho: Any = None, sensitivity: Any = None, sensitivity_squared: Any = None
+) -> Fraction:
+    """σ² as an exact fraction from ``sigma=`` or from ``rho=`` (and the sensitivity).
 
     ``sigma`` is primary; the zCDP form gives ``σ² = sensitivity² / (2 rho)``, which is
     rational, so no rounding is involved in either form.
     """
-    if sigma is not None and (rho is not None or sensitivity is not None):
+    given_sensitivity = sensitivity is not None or sensitivity_squared is not None
+    if sigma is not None and (rho is not None or given_sensitivity):
         raise InvalidParameterError(
             "pass either sigma=, or rho= (with sensitivity=, default 1), not both: sigma "
             "fixes the noise on its own. Example: sigma=10, or rho=0.005, sensitivity=1."
@@ -133,13 +136,22 @@ def variance(sigma: Any = None, rho: Any = None, sensitivity: Any = None) -> Fra
             "the discrete Gaussian needs its scale: pass sigma= (e.g. sigma=10), or the zCDP "
             "budget rho= (e.g. rho=0.005) with the L2 sensitivity= (default 1)."
         )
+    if sensitivity is not None and sensitivity_squared is not None:
+        raise InvalidParameterError(
+            "pass sensitivity= or sensitivity_squared=, not both (sensitivity_squared=k is "
+            "the exact way to give an irrational sensitivity √k)."
+        )
     if sigma is not None:
         s = _as_fraction(sigma, "sigma")
         result = s * s
     else:
         r = _as_fraction(rho, "rho")
-        delta = Fraction(1) if sensitivity is None else _as_fraction(sensitivity, "sensitivity")
-        result = delta * delta / (2 * r)
+        if sensitivity_squared is not None:
+            squared = _as_fraction(sensitivity_squared, "sensitivity_squared")
+        else:
+            delta = Fraction(1) if sensitivity is None else _as_fraction(sensitivity, "sensitivity")
+            squared = delta * delta
+        result = squared / (2 * r)
     if max(result.numerator.bit_length(), result.denominator.bit_length()) > MAX_VARIANCE_BITS:
         raise InvalidParameterError(
             f"the noise variance given as an exact Fraction has a numerator or denominator "
@@ -751,6 +763,7 @@ def discrete_gaussian(
     sigma: float | Fraction | None = None,
     rho: float | Fraction | None = None,
     sensitivity: float | Fraction | None = None,
+    sensitivity_squared: float | Fraction | None = None,
     rng: Any = None,
 ) -> NDArray[np.int64]:
     """Add exact discrete Gaussian noise to integers (the discrete Gaussian mechanism).
@@ -770,6 +783,10 @@ def discrete_gaussian(
     sensitivity : float or Fraction, optional
         With ``rho``: the L2 sensitivity of ``values`` (default 1, a count): the most
         one individual can change the vector, in Euclidean norm.
+    sensitivity_squared : float or Fraction, optional
+        With ``rho``, instead of ``sensitivity``: its square, the exact way to give an
+        irrational sensitivity (``sensitivity_squared=k`` for a person in ``k`` cells;
+        ``math.sqrt(k)`` is a float slightly off √k, possibly below it).
     rng : numpy.random.Generator or seed, optional
         For teaching and tests only: makes the output reproducible, hence not private.
         The default draws from an AES-256-CTR keystream keyed by ``os.urandom``.
@@ -858,7 +875,7 @@ def discrete_gaussian(
     >>> dpm.discrete_gaussian([[5, 7]], rho=0.125, sensitivity=1, rng=1).shape
     (1, 2)
     """
-    var = variance(sigma, rho, sensitivity)
+    var = variance(sigma, rho, sensitivity, sensitivity_squared)
     array = _validation.integer_array(values)
     _validation.check_unbounded_range(array)
     plan = gaussian_plan(var)
@@ -873,13 +890,14 @@ def discrete_gaussian_accuracy(
     sigma: float | Fraction | None = None,
     rho: float | Fraction | None = None,
     sensitivity: float | Fraction | None = None,
+    sensitivity_squared: float | Fraction | None = None,
     alpha: float | Fraction = 0.05,
 ) -> int:
     """The error bar of :func:`discrete_gaussian`: ``|noise| <= a`` with probability >= 1 - alpha.
 
     Parameters
     ----------
-    sigma, rho, sensitivity
+    sigma, rho, sensitivity, sensitivity_squared
         As for :func:`discrete_gaussian`.
     alpha : float, default 0.05
         The probability that the error exceeds the half-width (0.05 gives a 95% bar).
@@ -925,7 +943,7 @@ def discrete_gaussian_accuracy(
     >>> discrete_gaussian_accuracy(rho=0.005, sensitivity=1)
     20
     """
-    var = variance(sigma, rho, sensitivity)
+    var = variance(sigma, rho, sensitivity, sensitivity_squared)
     _validation.probability(alpha, "alpha")
     level = alpha if isinstance(alpha, Fraction) else simplest_rational(float(alpha))
     return _cached_half_width(var, level)
