@@ -420,8 +420,8 @@ def epsilon_of_zcdp(rho: float | Fraction, delta: float | Fraction) -> Fraction:
     significant bits: this never understates epsilon, and overstates the bound by
     about 1e-19 (relative) in the tests against an independent mpmath computation.
     This computes the bound directly rather than by bisection on ``delta_of_zcdp``;
-    the two agree (the tests check that
-    ``delta_of_zcdp(rho, epsilon_of_zcdp(rho, delta)) <= delta``).
+    the two are inverse to each other within their roundings (the tests check
+    ``delta_of_zcdp(rho, epsilon_of_zcdp(rho, delta))`` against ``delta`` to 1e-15).
 
     References
     ----------
