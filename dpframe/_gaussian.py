@@ -30,7 +30,6 @@ output distribution is the discrete Gaussian itself, not an approximation of it.
 
 from __future__ import annotations
 
-import dataclasses
 import decimal
 import functools
 import math
@@ -69,7 +68,7 @@ _TABLE_LIMIT = 1 << 19
 # Relative margin of the fast acceptance test; the proved error of the float thresholds
 # is 2**-26 (see _fast_probability), so the margin holds with a factor 4 to spare.
 _MARGIN = 2.0**-24
-_UNIFORM_BITS = 32
+_UNIFORM_BITS = 24
 _TWO_U = float(2**_UNIFORM_BITS)
 # Beyond x - c >= _REACH σ the acceptance probability is below e^-50 < 2**-72.
 _REACH = 10
@@ -175,41 +174,53 @@ def variance(
 
 # ---------------------------------------------------------------- the plan
 
+# One 64-bit word per proposal: its top 24 bits are the first bits of U; bit 39 is the
+# sign; below it, V (``v_bits`` uniform bits that pick R through the map, tables only)
+# and the Q field, whose count of trailing zeros + 1 is ``count`` (P(count = c) = 2**-c;
+# an all-zero field, count 64, is resolved exactly from further words).
+_LOW_BITS = 64 - _UNIFORM_BITS
+_SIGN_SHIFT = 64 - _LOW_BITS  # word << this moves the sign bit to the top
+_FIELD_TOP = _LOW_BITS - 1  # the field and V share bits 0..38
+# Largest tabulated σ-range: threshold tables and the V map stay cache-sized.
+_MAX_TABLE_ENTRIES = 1 << 16
+_MAX_V_BITS = 17
+# Tabulated proposals whose φ exceeds this are treated as the far tail (A < e^-60 < 2**-24).
+_PHI_TABLE_CAP = 60.0
+
 
 @dataclass(frozen=True)
 class GaussianPlan:
     """Everything the sampler needs for one σ², fixed by public parameters only.
 
-    Word layout of one proposal (k <= 10): bits 32..63 are U's first 32 bits, bit 31 the
-    sign, bits 31-k..30 are R, and the low 31-k bits give Q as their count of trailing
-    zeros (``count`` = Q + 1; an all-zero field goes to the exact path, which reads
-    more words). For k > 10, R is the top k bits of a second word and Q has 31 bits.
-    Tables are indexed by ``R·64 + count``.
+    Two kinds of plans share the acceptance machinery. *Tabulated* (σ up to about
+    2000): x = q·2**k + r with q = (count - 1) >> shift and r = map[V], a dyadic
+    approximation of the best envelope, and the thresholds of every (q, r) in a table
+    indexed ``r·(q_cap + 1) + min(q, q_cap)``. *Formula* (wider): CKS's proposal with a
+    uniform R (the top k bits of a second word), thresholds computed per proposal.
     """
 
     variance: Fraction
-    k: int  # proposal step 2**k (k may be negative)
-    beyond: int  # x >= beyond implies x - c >= 10σ, so A(x) < 2**-72
-    count_cap: int  # count >= count_cap implies x >= beyond
-    q_bits: int  # width of the field Q is counted in
-    center: float  # c = σ² ln2 / 2**k, rounded
+    tabulated: bool
+    k: int  # the block size is 2**k
+    shift: int  # Q = (count - 1) >> shift: P(Q >= q) = 2**-(q·2**shift)
+    v_bits: int  # uniform bits of V (tabulated only)
+    weights: tuple[int, ...]  # n_r: V values mapping to each r (tabulated only)
+    log_bound: float  # ln M >= sup ln(T/P), exactly this float's value (tabulated only)
+    beyond: int  # x >= beyond implies A(x) < 2**-30 (tabulated) or < 2**-72 (formula)
+    q_cap: int  # q >= q_cap implies x >= beyond
+    q_bits: int  # width of the Q field
+    center: float  # formula: c = σ² ln2 / 2**k, rounded
     inv_two_var: float  # 1 / (2σ²), rounded
-    ln2_step: float  # ln2 / 2**k, rounded (k > 0 only)
+    ln2_step: float  # formula: ln2 / 2**k, rounded
     exp_table: NDArray[np.float64]  # exp(-j/256), each within 3.1·2**-53 relative
-    error_bound: float  # proved bound on |φ̂ - φ| over 0 <= x < beyond
+    error_bound: float  # proved bound on |φ̂ - φ| wherever the float thresholds are used
     lo: NDArray[np.uint64] | None  # word < lo accepts (per table index)
     hi: NDArray[np.uint64] | None  # word > hi rejects
     magnitudes: NDArray[np.int64] | None  # x for each table index
+    r_index: NDArray[np.int64] | None  # V -> r·(q_cap + 1)
     band: int  # every hi - lo is at most this (the rare uncertain band)
     acceptance: float  # expected acceptance rate of one proposal (for sizing only)
     center_upper: float  # an upper bound of c, for the exact path's error bound
-
-
-def _acceptance_rate(var: float, k: int, z: float) -> float:
-    """P(a proposal is accepted) = (1 - β) e^{-κ} Z / 2, β = 2**-2**-k, κ = σ² ln²2 / 2 / 4**k."""
-    one_minus_beta = -math.expm1(-(2.0**-k) * math.log(2))
-    kappa = var * math.log(2) ** 2 / (2 * 4.0**k)
-    return one_minus_beta * math.exp(-kappa) * z / 2
 
 
 def _normalizer_estimate(var: float) -> float:
@@ -218,31 +229,203 @@ def _normalizer_estimate(var: float) -> float:
     return 1 + 2 * sum(math.exp(-(y * y) / (2 * var)) for y in range(1, 64))
 
 
-# U's prefix is the top 32 bits of the word w = a·2**32 + low bits, so thresholds on
-# the prefix a become thresholds on w: a < lo <=> w < lo·2**32, a >= hi <=> w > hi·2**32 - 1.
-_LOW_BITS = 64 - _UNIFORM_BITS
-_SIGN_BIT = _LOW_BITS - 1
-_SINGLE_WORD_K = 10
-
-
 def _shifted(
     lo: NDArray[np.int64], hi: NDArray[np.int64]
 ) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    """Thresholds on the prefix a (top 24 bits) as thresholds on the word w:
+    a < lo <=> w < lo·2**40, and a >= hi <=> w > hi·2**40 - 1."""
     lo_w = lo.astype(np.uint64) << np.uint64(_LOW_BITS)
     hi_w = (hi.astype(np.uint64) << np.uint64(_LOW_BITS)) - np.uint64(1)
     return lo_w, hi_w
 
 
-# The uncertain band is about 2**-23 of A(x)·2**32 prefixes, plus two; this bounds it.
-_FORMULA_BAND = ((1 << 10) + 2) << _LOW_BITS
-
-
 @functools.lru_cache(maxsize=128)
 def gaussian_plan(var: Fraction) -> GaussianPlan:
-    """Choose the proposal step, prove the fast path's error bound, build the tables."""
+    """The plan for N_Z(0, σ²): tabulated when σ allows, else per-proposal thresholds."""
+    plan = _tabulated_plan(var)
+    return plan if plan is not None else _formula_plan(var)
+
+
+def _log_envelope(var: float, shift: int, k: int, beyond: int) -> NDArray[np.float64]:
+    """ln w(r) = max_q ln T(q·2**k + r) - ln P(Q = q), over the blocks below ``beyond``.
+
+    The proposal P(x) = P(Q = q)·n_r/2**b fits best with n_r ∝ w(r); then the acceptance
+    rate is Σ_{x>=0} T(x) / Σ_r w(r). T(x) = exp(-x²/2σ²), halved at 0 (±0 is one value).
+    """
+    step = 1 << k
+    blocks = -(-beyond // step)
+    q = np.arange(blocks + 1, dtype=np.float64)[:, None]
+    x = q * step + np.arange(step, dtype=np.float64)[None, :]
+    log_t = -(x * x) / (2 * var) - np.where(x == 0, math.log(2), 0.0)
+    decay = (1 << shift) * math.log(2)
+    log_p_q = math.log(-math.expm1(-decay)) - q * decay
+    w: NDArray[np.float64] = (log_t - log_p_q).max(axis=0)
+    return w
+
+
+def _far_start(var: Fraction, shift: int, k: int) -> int:
+    """``beyond`` = floor(x* + 10σ) + 2, x* = σ²·2**shift·ln2 / 2**k the peak of the
+    parabola that bounds ln(T/P) (q <= x / 2**k); past it the bound falls, by 50 at beyond."""
+    with decimal.localcontext(_context(60)):
+        s_d = Decimal(var.numerator) / Decimal(var.denominator)
+        peak = s_d * (1 << shift) * Decimal(2).ln() / (Decimal(2) ** k)
+        edge = peak + _REACH * s_d.sqrt()
+        return int(edge.to_integral_value(rounding=decimal.ROUND_FLOOR)) + 2
+
+
+def _tabulated_plan(var: Fraction) -> GaussianPlan | None:
+    """Choose (shift, k) for the best acceptance within the table budget; None if none fits."""
+    var_f = float(var)
+    z_half = _normalizer_estimate(var_f) / 2  # Σ_{x>=0} T(x) with T(0) halved
+    sigma = math.sqrt(var_f)
+    centre = max(0, round(math.log2(max(sigma, 1))))
+    best: tuple[float, int, int] | None = None
+    for shift in range(5):
+        for k in range(max(0, centre - 6), centre + 3):
+            v_bits = min(k + 5, _MAX_V_BITS) if k > 0 else 0
+            if k > _MAX_V_BITS - 2:
+                continue
+            beyond = _far_start(var, shift, k)
+            q_cap = -(-beyond >> k)
+            if (q_cap + 1) << k > _MAX_TABLE_ENTRIES:
+                continue
+            log_w = _log_envelope(var_f, shift, k, beyond)
+            top = float(log_w.max())
+            # The dyadic map costs up to one V value per r: acceptance ≈ Z/2 / (Σ w)(1 + 2**k/2**b).
+            log_sum = top + math.log(float(np.exp(log_w - top).sum()))
+            rate = math.exp(math.log(z_half) - log_sum)
+            rate /= 1 + (1 << k) / (1 << v_bits) if v_bits else 1
+            if best is None or rate > best[0] * 1.02:  # a smaller table unless clearly better
+                best = (rate, shift, k)
+    if best is None:
+        return None
+    _, shift, k = best
+    return _build_tabulated(var, shift, k)
+
+
+def _allocate(log_w: NDArray[np.float64], total: int) -> NDArray[np.int64]:
+    """Integers n_r >= 1 summing to ``total`` that keep M = max_r w(r)·2**b/n_r small.
+
+    n_r = max(1, ceil(w_r/λ)) with the smallest λ whose sum fits (bisection), so every
+    ratio w_r/n_r is at most λ; the few values left over go where w_r/n_r is largest.
+    Every r keeps at least one V value, so every x stays possible.
+    """
+    w = np.exp(log_w - log_w.max())
+
+    def needed(scale: float) -> NDArray[np.int64]:
+        result: NDArray[np.int64] = np.maximum(1, np.ceil(w / scale)).astype(np.int64)
+        return result
+
+    lo, hi = float(w.sum()) / total / 2, float(w.max())  # needed(hi) is all ones
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if needed(mid).sum() > total else (lo, mid)
+    n = needed(hi)
+    left = total - int(n.sum())
+    while left > 0:
+        order = np.argsort(-(w / n))[:left]
+        n[order] += 1
+        left = total - int(n.sum())
+    return n
+
+
+def _build_tabulated(var: Fraction, shift: int, k: int) -> GaussianPlan:
+    var_f = float(var)
+    step = 1 << k
+    v_bits = min(k + 5, _MAX_V_BITS) if k > 0 else 0
+    beyond = _far_start(var, shift, k)
+    q_cap = -(-beyond >> k)
+    log_w = _log_envelope(var_f, shift, k, beyond)
+    weights = _allocate(log_w, 1 << v_bits)
+    with decimal.localcontext(_context(60)):
+        ln2 = Decimal(2).ln()
+        log_q0 = (1 - Decimal(2) ** -(1 << shift)).ln()  # ln P(Q = 0) = ln(1 - 2**-2**s)
+        log_n = [float(Decimal(int(n)).ln()) for n in weights]
+        inv_two_var = float(1 / (2 * (Decimal(var.numerator) / Decimal(var.denominator))))
+        decay, v_ln2, q0_f = float((1 << shift) * ln2), float(v_bits * ln2), float(log_q0)
+        ln2_f = float(ln2)
+    # ψ(x) = ln T(x) - ln P(x) = -x²/2σ² - [x=0] ln2 + q·2**s ln2 - ln P(Q=0) - ln n_r + b ln2.
+    q = np.arange(q_cap, dtype=np.int64)[:, None]
+    r = np.arange(step, dtype=np.int64)[None, :]
+    x = (q << k) + r
+    square = x.astype(np.float64) ** 2 * inv_two_var
+    zero = np.where(x == 0, ln2_f, 0.0)
+    blocks = q * decay
+    ln_n = np.asarray(log_n)[None, :]
+    psi = -square - zero + blocks - q0_f - ln_n + v_ln2
+    magnitude_sum = square + zero + blocks + abs(q0_f) + ln_n + v_ln2
+    inside = x < beyond
+    # Each term is within 2 roundings (2**-52) and the five sums add 5·2**-53 of the
+    # partial sums: |ψ̂ - ψ| <= Σ|terms|·2**-50 (generous); ln M then sits 2**-20 above.
+    psi_error = float(magnitude_sum[inside].max()) * 2.0**-50
+    log_bound = float(psi[inside].max()) + psi_error + 2.0**-20
+    # Past beyond, ψ(x) <= -x²/2σ² + x·2**s ln2/2**k - ln P(Q=0) - ln min n_r + b ln2 falls.
+    far = -(beyond**2) * inv_two_var + beyond * decay / step - q0_f - min(log_n) + v_ln2 + 2 * ln2_f
+    error_bound = (float(magnitude_sum[inside].max()) + abs(log_bound)) * 2.0**-49
+    if far - log_bound > -30 or error_bound > 2.0**-32:
+        raise DPFrameError(f"internal error: no verified discrete Gaussian table for {var}")
+    phi = log_bound - psi  # A(x) = exp(-φ(x)) <= 1
+    usable = inside & (phi <= _PHI_TABLE_CAP)
+    exp_table = _exp_table(math.ceil(_PHI_TABLE_CAP + error_bound) + 2)
+    p = np.zeros(x.shape)
+    p[usable] = _exp_of(phi[usable], exp_table)
+    lo, hi = _thresholds_of(p)
+    lo[~usable], hi[~usable] = 0, 1  # A < 2**-24: any prefix >= 1 rejects
+    # Table index r·(q_cap + 1) + q, with q = q_cap standing for every far block.
+    width = q_cap + 1
+    lo_t = np.zeros((step, width), dtype=np.int64)
+    hi_t = np.ones((step, width), dtype=np.int64)
+    lo_t[:, :q_cap], hi_t[:, :q_cap] = lo.T, hi.T
+    mags = np.zeros((step, width), dtype=np.int64)
+    mags[:, :q_cap] = x.T
+    mags[:, q_cap] = (q_cap << k) + np.arange(step)
+    lo_w, hi_w = _shifted(lo_t.reshape(-1), hi_t.reshape(-1))
+    r_index = np.repeat(np.arange(step, dtype=np.int64) * width, weights)
+    return GaussianPlan(
+        variance=var,
+        tabulated=True,
+        k=k,
+        shift=shift,
+        v_bits=v_bits,
+        weights=tuple(int(n) for n in weights),
+        log_bound=log_bound,
+        beyond=beyond,
+        q_cap=q_cap,
+        q_bits=_FIELD_TOP - v_bits,
+        center=0.0,
+        inv_two_var=inv_two_var,
+        ln2_step=0.0,
+        exp_table=exp_table,
+        error_bound=error_bound,
+        lo=lo_w,
+        hi=hi_w,
+        magnitudes=mags.reshape(-1),
+        r_index=r_index,
+        band=int((hi_w - lo_w).max()),
+        acceptance=_normalizer_estimate(var_f) / 2 / math.exp(log_bound),
+        center_upper=0.0,
+    )
+
+
+def _acceptance_rate(var: float, k: int, z: float) -> float:
+    """Formula plans: P(accept) = 2**-(k+2) e^{-κ} Z, κ = σ² ln²2 / (2·4**k) (k > 0).
+
+    The proposal is uniform within each step of 2**k, so P(x)·2**q = 2**-(k+1) and
+    Σ_x P(x) A(x) = e^{-κ} 2**-(k+1) Σ_{x>=0} T(x) = 2**-(k+2) e^{-κ} Z.
+    """
+    kappa = var * math.log(2) ** 2 / (2 * 4.0**k)
+    return 2.0 ** -(k + 2) * math.exp(-kappa) * z
+
+
+# hi - lo <= 2·2**-24·A·2**24 + 2 <= 4 prefixes (see _thresholds_of); doubled for margin.
+_FORMULA_BAND = 8 << _LOW_BITS
+
+
+def _formula_plan(var: Fraction) -> GaussianPlan:
+    """CKS's proposal with t = 2**k / ln 2 and a uniform R; thresholds per proposal."""
     var_f = float(var)
     z = _normalizer_estimate(var_f)
-    k = max(range(-4, 62), key=lambda j: _acceptance_rate(var_f, j, z))
+    k = max(range(1, 62), key=lambda j: _acceptance_rate(var_f, j, z))
     with decimal.localcontext(_context(60)):
         s_d = Decimal(var.numerator) / Decimal(var.denominator)
         ln2 = Decimal(2).ln()
@@ -254,18 +437,20 @@ def gaussian_plan(var: Fraction) -> GaussianPlan:
         center, inv_two_var = float(c), float(1 / (2 * s_d))
         ln2_step = float(ln2 / step)
         center_upper = float(c) * (1 + 2.0**-40) + 1e-300
-    q_bits = _SIGN_BIT - k if 0 < k <= _SINGLE_WORD_K else _SIGN_BIT
-    # count >= count_cap means q = count - 1 >= ceil(beyond / 2**k), or q >> -k >= beyond.
-    count_cap = -(-beyond >> k) + 1 if k > 0 else ((beyond - 1) << -k) + 2
     error_bound, phi_max = _fast_error_bound(beyond, center, inv_two_var)
     if error_bound > 2.0**-32:
         raise DPFrameError(f"internal error: no verified discrete Gaussian plan for {var}")
-    plan = GaussianPlan(
+    return GaussianPlan(
         variance=var,
+        tabulated=False,
         k=k,
+        shift=0,
+        v_bits=0,
+        weights=(),
+        log_bound=0.0,
         beyond=beyond,
-        count_cap=count_cap,
-        q_bits=q_bits,
+        q_cap=-(-beyond >> k),
+        q_bits=_FIELD_TOP,
         center=center,
         inv_two_var=inv_two_var,
         ln2_step=ln2_step,
@@ -274,27 +459,15 @@ def gaussian_plan(var: Fraction) -> GaussianPlan:
         lo=None,
         hi=None,
         magnitudes=None,
+        r_index=None,
         band=_FORMULA_BAND,
         acceptance=_acceptance_rate(var_f, k, z),
         center_upper=center_upper,
     )
-    step_count = 1 << max(k, 0)
-    if 64 * step_count + 1 > _TABLE_LIMIT:
-        return plan
-    index = np.arange(64 * step_count + 1, dtype=np.int64)  # index 0 is never drawn
-    count, r = ((index - 1) & 63) + 1, np.maximum(index - 1, 0) >> 6
-    q = np.minimum(count, count_cap) - 1
-    x = (q << k) | r if k > 0 else q >> -k
-    inside = np.flatnonzero(x < beyond)
-    lo = np.zeros(x.size, dtype=np.int64)
-    hi = np.ones(x.size, dtype=np.int64)  # far tail: A(x) < 2**-72, any prefix >= 1 rejects
-    lo[inside], hi[inside] = _fast_thresholds(plan, x[inside])
-    lo_w, hi_w = _shifted(lo, hi)
-    return dataclasses.replace(plan, lo=lo_w, hi=hi_w, magnitudes=x, band=int((hi_w - lo_w).max()))
 
 
 def _fast_error_bound(beyond: int, c: float, s: float) -> tuple[float, float]:
-    """A proved bound on |φ̂ - φ| for 0 <= x < beyond, and an upper bound on φ there.
+    """Formula plans: a proved bound on |φ̂ - φ| for 0 <= x < beyond, and an upper bound on φ.
 
     With u = 2**-53 (IEEE round-to-nearest): x_f, c_f and d = fl(x_f - c_f) err by at most
     u(x + c) + u|d̂| <= 2u·max(x, c)·(1 + 2u) =: e_d in total; fl(fl(d·d)·s_f) has
@@ -326,32 +499,56 @@ def _exp_table(whole: int) -> NDArray[np.float64]:
     return table
 
 
-def _fast_probability(
-    plan: GaussianPlan, x: NDArray[np.int64], r: NDArray[np.int64] | None
-) -> NDArray[np.float64]:
-    """p̂(x) with |p̂ - A(x)| <= 2**-26 A(x), for 0 <= x < plan.beyond (proof in comments).
+def _exp_of(phi: NDArray[np.float64], table: NDArray[np.float64]) -> NDArray[np.float64]:
+    """exp(-φ̂) within 2**-26.4 relative, for -2**-32 <= φ̂ < len(table)/256 (no np.exp).
 
-    φ̂ is within E <= 2**-32 of φ (_fast_error_bound). exp(-φ̂) = T[j]·exp(-g) with
-    j = trunc(256 φ̂) and g = φ̂ - j/256 in [-2**-32, 2**-8) computed exactly (both
-    terms are multiples of ulp(φ̂)); 1 - g + g²/2 is within g³/6 <= 2**-26.5 relative
-    of exp(-g), its float evaluation within 4u, T[j] within 3.1u, the product within u.
-    Together with e^{±E}: relative error <= 2**-26.4 + 2**-31.9 < 2**-26.
+    exp(-φ̂) = T[j]·exp(-g) with j = trunc(256 φ̂) and g = φ̂ - j/256 in [-2**-32, 2**-8)
+    computed exactly (both terms are multiples of ulp(φ̂)); 1 - g + g²/2 is within
+    g³/6 <= 2**-26.5 relative of exp(-g), its float evaluation within 4u, T[j] within
+    3.1u, the product within u.
     """
-    xf = x.astype(np.float64)
-    d = xf - plan.center
-    phi = d * d
-    phi *= plan.inv_two_var
-    if plan.k > 0 and r is not None:
-        phi += r.astype(np.float64) * plan.ln2_step
-    phi *= _TABLE_STEPS
-    j = phi.astype(np.int64)  # φ̂ >= -2**-32, so truncation is floor except near 0
-    g = phi - j
+    scaled = phi * _TABLE_STEPS
+    j = scaled.astype(np.int64)  # φ̂ >= -2**-32, so truncation is floor except near 0
+    g = scaled - j
     g *= 1.0 / _TABLE_STEPS
     p = g * -0.5
     p += 1.0
     p *= g
     np.subtract(1.0, p, out=p)
-    p *= plan.exp_table[j]
+    p *= table[j]
+    return p
+
+
+def _thresholds_of(p: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Integer thresholds on the 24-bit prefix a of U: a < lo accepts, a >= hi rejects.
+
+    p̂ is within 2**-26 of A (relative; the exp error 2**-26.4 with e^{±E}, E <= 2**-32).
+    With b = 24: lo = ceil(fl(fl(p̂·(1 - 2**-24)·2**b) - 1)) <= p̂(1 - 2**-24)2**b <= A·2**b
+    and hi = ceil(p̂·(1 + 2**-24)·2**b) >= A·2**b, each rounding being 2**-53 relative.
+    So a < lo gives a + 1 <= lo, U < (a + 1)/2**b <= A; a >= hi gives U >= a/2**b >= A.
+    """
+    lo = np.ceil(p * ((1 - _MARGIN) * _TWO_U) - 1)
+    hi = np.ceil(p * ((1 + _MARGIN) * _TWO_U))
+    np.maximum(lo, 0, out=lo)
+    np.minimum(hi, _TWO_U, out=hi)
+    np.maximum(hi, 1, out=hi)
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
+def _fast_probability(
+    plan: GaussianPlan, x: NDArray[np.int64], r: NDArray[np.int64] | None
+) -> NDArray[np.float64]:
+    """Formula plans: p̂(x) within 2**-26 of A(x), for 0 <= x < plan.beyond.
+
+    φ̂ is within E <= 2**-32 of φ (_fast_error_bound); _exp_of adds 2**-26.4.
+    """
+    xf = x.astype(np.float64)
+    d = xf - plan.center
+    phi = d * d
+    phi *= plan.inv_two_var
+    if r is not None:
+        phi += r.astype(np.float64) * plan.ln2_step
+    p = _exp_of(phi, plan.exp_table)
     zeros = np.flatnonzero(x == 0)
     if zeros.size:
         p[zeros] *= 0.5  # exact: A(0) = exp(-φ(0)) / 2
@@ -361,68 +558,75 @@ def _fast_probability(
 def _fast_thresholds(
     plan: GaussianPlan, x: NDArray[np.int64], r: NDArray[np.int64] | None = None
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Integer thresholds on the 32-bit prefix a of U: a < lo accepts, a >= hi rejects.
-
-    With b = 32: lo = ceil(fl(fl(p̂·(1 - 2**-24)·2**b) - 1)) <= A·2**b - 1 and
-    hi = ceil(p̂·(1 + 2**-24)·2**b) >= A·2**b, since p̂ is within 2**-26 of A and each
-    rounding is 2**-53 relative. So a < lo gives U < (a + 1)/2**b <= A, and a >= hi gives
-    U >= a/2**b >= A.
-    """
-    if plan.k > 0 and r is None:
+    """Formula plans: prefix thresholds for 0 <= x < beyond (see _thresholds_of)."""
+    if r is None:
         r = x & ((1 << plan.k) - 1)
-    p = _fast_probability(plan, x, r)
-    lo = np.ceil(p * ((1 - _MARGIN) * _TWO_U) - 1)
-    hi = np.ceil(p * ((1 + _MARGIN) * _TWO_U))
-    np.maximum(lo, 0, out=lo)
-    np.minimum(hi, _TWO_U, out=hi)
-    return lo.astype(np.int64), hi.astype(np.int64)
+    return _thresholds_of(_fast_probability(plan, x, r))
 
 
 # ---------------------------------------------------------------- the exact path
 
 
-def _exact_bounds(plan: GaussianPlan, x: int, digits: int) -> tuple[Fraction, Fraction]:
+def _exact_bounds(
+    plan: GaussianPlan, x: int, q: int, r: int, digits: int
+) -> tuple[Fraction, Fraction]:
     """Rational bounds A_lo <= A(x) <= A_hi, within about 10**-(digits - 8) relative.
 
-    Each Decimal operation at ``digits`` digits errs by u = 10**(1-digits)/2 relative;
-    the ten or so roundings in φ̂ give |φ̂ - φ| <= 10**(3-digits)(φ̂ + 1 + (x + c)²/σ²)
-    (the subtraction x - c is the only cancellation, and it is bounded absolutely), and
-    exp is correctly rounded.
+    Each Decimal operation at ``digits`` digits errs by u = 10**(1-digits)/2 relative.
+    Tabulated: φ = ln M + x²/2σ² - q·2**s ln2 - b ln2 + ln P(Q=0) + ln n_r + [x=0] ln2,
+    a sum of a few terms each within 4u, so |φ̂ - φ| <= 10**(3-digits)·Σ|terms|.
+    Formula: φ = (x - c)²/2σ² + r ln2/2**k, |φ̂ - φ| <= 10**(3-digits)(φ̂ + 1 + (x + c)²/σ²)
+    (the subtraction x - c is the only cancellation, bounded absolutely). exp is
+    correctly rounded.
     """
     var, k = plan.variance, plan.k
     with decimal.localcontext(_context(digits)):
         s_d = Decimal(var.numerator) / Decimal(var.denominator)
         ln2 = Decimal(2).ln()
-        step = Decimal(2) ** k
-        c = s_d * ln2 / step
-        d = Decimal(x) - c
-        phi = d * d / (2 * s_d)
-        if k > 0:
-            phi += Decimal(x & ((1 << k) - 1)) * ln2 / step
-        spread = (Decimal(abs(x)) + Decimal(repr(plan.center_upper)) + 1) ** 2 / s_d
-        err = (phi + 1 + spread) * Decimal(10) ** (3 - digits)
         unit = Decimal(10) ** (1 - digits)
+        if plan.tabulated:
+            terms = [
+                Decimal(plan.log_bound),  # exact: the float's own value
+                Decimal(x) ** 2 / (2 * s_d),
+                -(q << plan.shift) * ln2,
+                -plan.v_bits * ln2,
+                (1 - Decimal(2) ** -(1 << plan.shift)).ln(),
+                Decimal(plan.weights[r]).ln(),
+                ln2 if x == 0 else Decimal(0),
+            ]
+            phi = sum(terms, Decimal(0))
+            err = sum((abs(t) for t in terms), Decimal(1)) * Decimal(10) ** (3 - digits)
+            halve = False
+        else:
+            step = Decimal(2) ** k
+            c = s_d * ln2 / step
+            d = Decimal(x) - c
+            phi = d * d / (2 * s_d) + Decimal(r) * ln2 / step
+            spread = (Decimal(abs(x)) + Decimal(repr(plan.center_upper)) + 1) ** 2 / s_d
+            err = (phi + 1 + spread) * Decimal(10) ** (3 - digits)
+            halve = x == 0
         if phi - err > _PHI_CAP:
             lower, upper = Decimal(0), (-Decimal(_PHI_CAP)).exp() * (1 + unit)
         else:
             lower = (-(phi + err)).exp() * (1 - 2 * unit)
             upper = min(Decimal(1), (-(phi - err)).exp() * (1 + 2 * unit))
-        if x == 0:
+        if halve:
             lower, upper = lower / 2 * (1 - unit), upper / 2 * (1 + unit)
     return Fraction(lower), Fraction(upper)
 
 
-def _accept_exactly(plan: GaussianPlan, source: BitSource, x: int, prefix: int) -> bool:
-    """Decide U < A(x) exactly, U = (prefix + V) / 2**32 with V uniform and fresh.
+def _accept_exactly(
+    plan: GaussianPlan, source: BitSource, x: int, q: int, r: int, prefix: int
+) -> bool:
+    """Decide U < A(x) exactly, U = (prefix + V) / 2**24 with V uniform and fresh.
 
     Draws 64 more bits of U and adds 40 digits to the bounds of A(x) until the interval
-    of U falls on one side; A(x) is irrational (or exactly 1 at a rational boundary it
-    never reaches), so this stops with probability 1, after one round in all but a
-    2**-64 fraction of the calls.
+    of U falls on one side; A(x) is irrational, so this stops with probability 1, after
+    one round in all but a 2**-60 fraction of the calls.
     """
     known, bits, digits = prefix, _UNIFORM_BITS, 60
     for _ in range(_MAX_ROUNDS):
-        lower, upper = _exact_bounds(plan, x, digits)
+        lower, upper = _exact_bounds(plan, x, q, r, digits)
         if Fraction(known + 1, 1 << bits) <= lower:
             return True
         if Fraction(known, 1 << bits) >= upper:
@@ -437,7 +641,7 @@ def _accept_exactly(plan: GaussianPlan, source: BitSource, x: int, prefix: int) 
 
 
 def _true_q(source: BitSource, field: int, width: int) -> int:
-    """Q from its field of ``width`` bits, reading more words while they are all zero."""
+    """Trailing zeros of the Q field of ``width`` bits, reading more words while all zero."""
     zeros = 0
     while field == 0:  # probability 2**-width, then 2**-64 per word
         zeros += width
@@ -447,30 +651,30 @@ def _true_q(source: BitSource, field: int, width: int) -> int:
 
 def _propose(plan: GaussianPlan, source: BitSource, n: int) -> NDArray[np.int64]:
     """``n`` proposals; returns the accepted ones, signed, in order (a compact array)."""
-    k = plan.k
     word = source.words(n)
     field = word & np.uint64((1 << plan.q_bits) - 1)
     low = field - np.uint64(1)
     low ^= field
-    count = np.bitwise_count(low)  # Q + 1, P(count = c) = 2**-c; 64 for an empty field
-    if k > _SINGLE_WORD_K:
-        r = source.words(n) >> np.uint64(64 - k)
-    elif k > 0:
-        r = word >> np.uint64(plan.q_bits)
-        r &= np.uint64((1 << k) - 1)
-    else:
-        r = None
-    table = plan.magnitudes
-    if plan.lo is not None and plan.hi is not None and table is not None:
-        # Tables (k <= 13, so R·64 + count fits easily): key is the table index.
-        index = np.zeros(n, dtype=np.uint64) if r is None else r << np.uint64(6)
-        index |= count
-        key = index.view(np.int64)
+    count = np.bitwise_count(low)  # trailing zeros + 1; 64 for an all-zero field
+    empty = np.flatnonzero(count == 64)
+    r_words: NDArray[np.uint64] | None = None
+    if plan.tabulated and plan.lo is not None and plan.r_index is not None:
+        count -= 1
+        count >>= np.uint8(plan.shift)
+        np.minimum(count, np.uint8(plan.q_cap), out=count)  # q, far blocks clipped
+        if plan.v_bits:
+            v = word >> np.uint64(plan.q_bits)
+            v &= np.uint64((1 << plan.v_bits) - 1)
+            key = np.take(plan.r_index, v.view(np.int64))
+            key += count
+        else:
+            key = count.astype(np.int64)
         lo = np.take(plan.lo, key)
-        hi_table: NDArray[np.uint64] | None = plan.hi
-    else:  # wide noise: key is x itself, thresholds computed per proposal
-        key = _clipped_magnitude(plan, count, r)
-        lo, hi_formula = _formula_thresholds(plan, key)
+        hi_table = plan.hi
+    else:
+        r_words = source.words(n) >> np.uint64(64 - plan.k)
+        key = _clipped_magnitude(plan, count, r_words)
+        lo, hi_formula = _formula_thresholds(plan, key, r_words)
         hi_table = None
     accept = word < lo
     # The uncertain band lo <= w <= hi is narrow: a cheap superset first, then exactly.
@@ -478,59 +682,66 @@ def _propose(plan: GaussianPlan, source: BitSource, n: int) -> NDArray[np.int64]
     near = np.flatnonzero(gap <= np.uint64(plan.band))
     hi = np.take(hi_table, key[near]) if hi_table is not None else hi_formula[near]
     unsure = near[word[near] <= hi]
-    empty = np.flatnonzero(count == 64)  # Q field all zero: its true Q is read exactly
     exact: dict[int, int] = {}
-    for i in sorted({*unsure.tolist(), *empty.tolist()}):  # about one in 2**22 proposals
-        q_i = _true_q(source, int(field[i]), plan.q_bits)
-        true_x = _true_magnitude(plan, q_i, 0 if r is None else int(r[i]))
-        accept[i] = _accept_exactly(plan, source, true_x, int(word[i]) >> _LOW_BITS)
+    for i in sorted({*unsure.tolist(), *empty.tolist()}):  # about one in 2**21 proposals
+        q_i = _true_q(source, int(word[i]) & ((1 << plan.q_bits) - 1), plan.q_bits)
+        if plan.tabulated:
+            q_i >>= plan.shift
+            v_i = (int(word[i]) >> plan.q_bits) & ((1 << plan.v_bits) - 1)
+            r_i = _r_of_v(plan, v_i)
+        else:
+            r_i = 0 if r_words is None else int(r_words[i])
+        x_i = (q_i << plan.k) + r_i
+        accept[i] = _accept_exactly(plan, source, x_i, q_i, r_i, int(word[i]) >> _LOW_BITS)
         if accept[i]:
-            if true_x >= INT_LIMIT:
+            if x_i >= INT_LIMIT:
                 raise NoiseOverflowError(
                     "the discrete Gaussian noise drawn exceeded 2**62 (probability below "
                     "2**-100 for the accepted sigma); nothing was released. Use a smaller sigma."
                 )
-            exact[i] = true_x
+            exact[i] = x_i
     chosen = np.compress(accept, key)
-    if hi_table is not None and table is not None:
-        chosen = np.take(table, chosen)
+    if plan.tabulated and plan.magnitudes is not None:
+        chosen = np.take(plan.magnitudes, chosen)
     if exact:  # values decided by the exact path, possibly from the far tail
         positions = np.cumsum(accept) - 1
-        for i, true_x in exact.items():
-            chosen[positions[i]] = true_x
-    # Branch-free sign from bit 31: s = 0 or -1, and (x ^ s) - s is x or -x.
-    sign = (np.compress(accept, word) << np.uint64(64 - _LOW_BITS)).view(np.int64) >> 63
+        for i, x_i in exact.items():
+            chosen[positions[i]] = x_i
+    # Branch-free sign from bit 39: s = 0 or -1, and (x ^ s) - s is x or -x.
+    sign = (np.compress(accept, word) << np.uint64(_SIGN_SHIFT)).view(np.int64) >> 63
     chosen ^= sign
     chosen -= sign
     return chosen
 
 
+def _r_of_v(plan: GaussianPlan, v: int) -> int:
+    """R for a V value: the map assigns the first n_0 values to 0, the next n_1 to 1, ..."""
+    total = 0
+    for r, n in enumerate(plan.weights):
+        total += n
+        if v < total:
+            return r
+    raise DPFrameError("internal error: V outside the map; please report")
+
+
 def _clipped_magnitude(
-    plan: GaussianPlan, count: NDArray[np.uint8], r: NDArray[np.uint64] | None
+    plan: GaussianPlan, count: NDArray[np.uint8], r: NDArray[np.uint64]
 ) -> NDArray[np.int64]:
-    """x for each proposal, with counts past count_cap (far tail, or 64) clipped to it."""
-    q = np.minimum(count, np.uint8(plan.count_cap)).astype(np.int64)
+    """Formula plans: x for each proposal, counts past the far tail (or 64) clipped."""
+    q = np.minimum(count, np.uint8(plan.q_cap + 1)).astype(np.int64)
     q -= 1
-    if r is not None:
-        q <<= plan.k
-        q |= r.view(np.int64)
-        return q
-    return q >> -plan.k
-
-
-def _true_magnitude(plan: GaussianPlan, q: int, r: int) -> int:
-    if plan.k > 0:
-        return (q << plan.k) | r
-    return q >> -plan.k
+    q <<= plan.k
+    q |= r.view(np.int64)
+    return q
 
 
 def _formula_thresholds(
-    plan: GaussianPlan, x: NDArray[np.int64]
+    plan: GaussianPlan, x: NDArray[np.int64], r: NDArray[np.uint64]
 ) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
     """Thresholds computed per proposal (wide σ); x >= beyond gets (0, 1), as in the tables."""
     outside = x >= plan.beyond
     inside_x = np.minimum(x, plan.beyond - 1)
-    lo, hi = _fast_thresholds(plan, inside_x)
+    lo, hi = _fast_thresholds(plan, inside_x, r.view(np.int64))
     far = np.flatnonzero(outside)
     if far.size:
         lo[far] = 0
