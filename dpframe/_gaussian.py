@@ -1,31 +1,33 @@
-"""The exact discrete Gaussian, vectorized: rejection from a discrete Laplace built from bits.
+"""The exact discrete Gaussian, vectorized: rejection sampling from proposals drawn from bits.
 
 The target is ``P(N = n) ∝ exp(-n²/(2σ²))`` on the integers. Canonne, Kamath and Steinke
-(2020, Algorithm 3) propose ``Y`` from a discrete Laplace ``P(Y = y) ∝ exp(-|y|/t)`` and
-accept it with probability ``exp(-(|y| - σ²/t)² / (2σ²))``; the product is the target for
-*every* ``t > 0`` (``t`` only sets the acceptance rate). dpframe picks ``t = 2**k / ln 2``
-so that the proposal is drawn exactly from random bits, with no coin of irrational
-probability:
+(2020, Algorithm 3) sample it by rejection: propose ``Y`` from a discrete Laplace and
+accept with probability ``T(Y) / (M·P(Y))``, ``T`` the target's weight, ``P`` the
+proposal's probability and ``M`` any bound on ``T/P``; accepted proposals are exactly
+distributed as the target. dpframe keeps that step and chooses proposals that random
+bits produce *exactly* (no coin of irrational probability), with ``x = |Y|`` and a fair
+sign bit (``T`` is halved at 0, so ``±0`` counts once):
 
-* ``|Y| = X = Q·2**k + R`` with ``Q`` the number of trailing zero bits of a random word
-  (``P(Q = q) = 2**-(q+1)``) and ``R`` the low ``k`` bits of another (uniform); for
-  ``k < 0``, ``X = Q >> -k``. Then ``P(X = x) ∝ 2**(-x/2**k) = exp(-x/t)`` only after a
-  correction factor ``2**(-R/2**k)``, which joins the acceptance test.
-* A fair sign bit makes ``Y = ±X``; ``X = 0`` gets half the acceptance probability, so
-  zero is not counted twice.
+* **Tabulated** (σ up to about 5500): ``x = q·2**k + r``. ``q`` comes from the trailing
+  zeros of a bit field taken in groups of ``2**s`` (``P(Q >= q) = 2**-(q·2**s)``), and
+  ``r`` from ``b`` uniform bits ``V`` through a map that gives each ``r`` exactly ``n_r``
+  of the ``2**b`` values of ``V``. The ``n_r`` are fitted to the Gaussian so that ``M``
+  is small: 92 to 99.7% of the proposals are accepted below σ = 3000 (at least 75% up to
+  the table limit). The acceptance thresholds of every ``(q, r)`` are tabulated once per σ.
+* **Formula** (wider noise): CKS's discrete Laplace with ``t = 2**k / ln 2``: whole steps
+  of ``2**k`` (trailing zeros again) plus ``k`` uniform bits, with acceptance
+  ``exp(-(x - σ²/t)²/(2σ²) - r·ln2/2**k)``; about 50% accepted, thresholds computed per
+  proposal.
 
-So one proposal ``x`` is accepted with probability
-
-    ``A(x) = exp(-φ(x)) / (2 if x == 0 else 1)``,  ``φ(x) = (x - c)²/(2σ²) + R·ln2/2**k``,
-
-with ``c = σ²/t``. The acceptance is decided by comparing a uniform ``U`` (32 bits first)
-with ``A(x)``: a float evaluation of ``A(x)`` with a *proved* relative error bound
-(``2**-26``, from correctly rounded IEEE operations and tables of ``exp`` computed in
-Decimal, never from ``np.exp``) decides every ``U`` farther than ``2**-24`` (relative)
-from it; the rest (about one proposal in ``2**23``) goes to an exact path that draws
-further bits of ``U`` and evaluates ``A(x)`` in Decimal with rigorous bounds until the
-comparison is decided. Every decision is therefore exactly ``P(U < A(x)) = A(x)``: the
-output distribution is the discrete Gaussian itself, not an approximation of it.
+Each proposal takes one random 64-bit word (two for wide noise): its top 24 bits are the
+first bits of a uniform ``U``, then the sign, ``V`` and the ``q`` field. Acceptance is
+``U < A(x)``. Float thresholds bracket ``A(x)`` with a *proved* relative error of
+``2**-26`` (correctly rounded IEEE operations and tables of ``exp`` computed in decimal
+arithmetic, never ``np.exp``), so the 24-bit prefix decides unless it falls within
+about ``2**-24`` of ``A(x)``; those proposals (about one in ``2**22``) go to an exact
+path that draws further bits of ``U`` and bounds ``A(x)`` in decimal arithmetic until the
+comparison is decided. Every decision has exactly probability ``A(x)``: the output is
+the discrete Gaussian itself, not an approximation of it.
 """
 
 from __future__ import annotations
@@ -1039,36 +1041,43 @@ def discrete_gaussian(
     the same mechanism with ``sigma² = sensitivity²/(2 rho)``, exact, so the ``rho``
     charged is exactly the ``rho`` obtained.
 
-    **The algorithm.** CKS 2020, Algorithm 3: propose ``Y`` from a discrete Laplace
-    with scale ``t``, accept with probability ``exp(-(|Y| - sigma²/t)²/(2 sigma²))``;
-    the accepted ``Y`` has exactly the target distribution for any ``t > 0``. CKS take
-    ``t = floor(sigma) + 1``; dpframe takes ``t = 2**k / ln 2`` with the integer ``k``
-    that maximizes the acceptance rate (at least 0.65 for sigma >= 2, 0.38 at the
-    smallest sigma), because then ``|Y|`` is a geometric number of whole steps,
-    ``Q`` = the trailing zero bits of a random word, times ``2**k``, plus ``k`` uniform
-    bits ``R``, corrected by a factor ``2**(-R/2**k)`` folded into the acceptance test.
-    No coin of irrational probability is needed for the proposal.
+    **The algorithm.** CKS 2020, Algorithm 3, is rejection sampling: propose ``Y``
+    from a discrete Laplace with scale ``t = floor(sigma) + 1`` and accept with
+    probability ``exp(-(|Y| - sigma²/t)²/(2 sigma²))``; the accepted ``Y`` follows the
+    target exactly. dpframe keeps the rejection step and changes the proposal so that
+    random bits produce it exactly. For sigma up to about 5500 the proposal is
+    ``|Y| = q·2**k + r`` with ``q`` geometric (trailing zero bits, counted in groups)
+    and ``r`` drawn through a map of uniform bits whose proportions are fitted to the
+    Gaussian: 92 to 99.7% of proposals are accepted below sigma = 3000, at least 75%
+    above (CKS's proposal: 46 to 76%), and the acceptance thresholds are tabulated
+    once per sigma. For wider noise it is CKS's
+    own discrete Laplace with ``t = 2**k / ln 2`` (whole steps of ``2**k`` plus ``k``
+    uniform bits, the remainder of the Laplace shape folded into the acceptance
+    test), about 50% accepted. In both cases the acceptance probability ``A = T/(M·P)``
+    uses the proposal's exact probability ``P`` and a verified bound ``M >= T/P``.
 
     **What "exact" means here.** Every output has exactly the probability
     ``exp(-n²/(2 sigma²)) / Σ_m exp(-m²/(2 sigma²))``; nothing is approximated or
     added to rho. The one irrational decision per proposal, ``U < A`` with ``U``
-    uniform and ``A`` the acceptance probability, is made by comparing the first 32
-    bits of ``U`` with thresholds that bracket ``A`` within ``2**-24`` (relative);
-    those thresholds come from correctly rounded float operations and tables of
-    ``exp`` computed in decimal arithmetic, with an error bound proved in the code
-    and verified for each sigma before use (``np.exp`` is never trusted). When ``U``
-    falls inside the bracket (about once in ``2**23`` proposals), further bits of
-    ``U`` are drawn and ``A`` is bounded in high-precision decimal arithmetic until
-    the comparison is decided. This is the alternative the CKS paper leaves open to
-    their ``Bernoulli(exp(-γ))`` construction from ``Bernoulli(γ/k)`` coins: it draws
-    two or three 64-bit words per proposal instead of tens of coins with per-element
-    rational thresholds, which would need big integers for most sigma.
+    uniform, compares the first 24 bits of ``U`` with thresholds that bracket ``A``
+    within ``2**-24`` (relative, plus one unit); the thresholds come from correctly
+    rounded float operations and tables of ``exp`` computed in decimal arithmetic,
+    with an error bound proved in the code and checked for each sigma before use
+    (``np.exp`` is never trusted). When ``U`` falls inside the bracket (about once in
+    ``2**22`` proposals), further bits of ``U`` are drawn and ``A`` is bounded in
+    high-precision decimal arithmetic until the comparison is decided. This is the
+    alternative to the paper's ``Bernoulli(exp(-γ))`` built from ``Bernoulli(γ/k)``
+    coins: those need a rational ``γ`` per element (big integers for most sigma) and
+    tens of coins per proposal, where this takes one 64-bit word per proposal and a
+    fixed handful of array operations.
 
-    **What running time reveals.** The number of proposals (independent of the
-    outputs: rejection sampling accepts independently of how many tries it took) and,
-    about once in ``2**23`` proposals, that a proposal fell near its acceptance
-    threshold, which depends on that proposal's value. The values themselves do not
-    affect the work. This is not a constant-time sampler.
+    **What running time reveals.** The number of proposals, which is independent of
+    the outputs (rejection sampling accepts independently of how many tries it took),
+    and, about once in ``2**22`` proposals, that a proposal fell near its acceptance
+    threshold or far in the tail, which depends on that proposal's value. The values
+    themselves do not affect the work; the first call for a new sigma also builds its
+    tables (up to a fraction of a second), which depends on sigma only. This is not a
+    constant-time sampler.
 
     References
     ----------
