@@ -342,7 +342,9 @@ def _build_tabulated(var: Fraction, shift: int, k: int) -> GaussianPlan:
     with decimal.localcontext(_context(60)):
         ln2 = Decimal(2).ln()
         log_q0 = (1 - Decimal(2) ** -(1 << shift)).ln()  # ln P(Q = 0) = ln(1 - 2**-2**s)
-        log_n = [float(Decimal(int(n)).ln()) for n in weights]
+        distinct, where = np.unique(weights, return_inverse=True)  # ln of each n_r once
+        log_n = [float(Decimal(int(n)).ln()) for n in distinct]
+        log_n = [log_n[i] for i in where.tolist()]
         inv_two_var = float(1 / (2 * (Decimal(var.numerator) / Decimal(var.denominator))))
         decay, v_ln2, q0_f = float((1 << shift) * ln2), float(v_bits * ln2), float(log_q0)
         ln2_f = float(ln2)
