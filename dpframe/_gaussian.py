@@ -241,7 +241,7 @@ def _shifted(
     return lo_w, hi_w
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=16)  # a plan holds up to ~2.5 MB of tables
 def gaussian_plan(var: Fraction) -> GaussianPlan:
     """The plan for N_Z(0, σ²): tabulated when σ allows, else per-proposal thresholds."""
     plan = _tabulated_plan(var)
@@ -905,7 +905,7 @@ class _ExactTails:
             return Fraction(bound)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)  # up to ~3 MB of decimals each
 def _exact_tails(var: Fraction, alpha: Fraction, digits: int) -> _ExactTails:
     return _ExactTails(var, alpha, digits)
 

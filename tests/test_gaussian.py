@@ -224,6 +224,7 @@ def test_table_thresholds_bracket_the_acceptance_probability(sigma: float) -> No
     an upper bound of T/P); far entries (lo, hi) = (0, 1) need A < 2**-24."""
     plan = _gaussian.gaussian_plan(Fraction(sigma) ** 2)
     assert plan.tabulated
+    assert plan.band < 4 << 40  # the uncertain band stays a few prefixes wide
     width, step = plan.q_cap + 1, 1 << plan.k
     rng = np.random.default_rng()
     entries = [(q, r) for q in range(plan.q_cap) for r in range(step)]
