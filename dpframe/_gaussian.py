@@ -65,16 +65,15 @@ MAX_SIGMA = Fraction(2**58)
 MAX_VARIANCE_BITS = 8192
 # Proposals per block: the working arrays stay inside the CPU cache.
 _BLOCK = 1 << 16
-# Per-x acceptance thresholds are tabulated when the proposals that matter fit this size.
-_TABLE_LIMIT = 1 << 19
 # Relative margin of the fast acceptance test; the proved error of the float thresholds
-# is 2**-26 (see _fast_probability), so the margin holds with a factor 4 to spare.
+# is 2**-26 (see _exp_of and _thresholds_of), so the margin holds with a factor 4 to spare.
 _MARGIN = 2.0**-24
+# Bits of U the fast test reads: the rest of the word carries the sign, V and Q.
 _UNIFORM_BITS = 24
 _TWO_U = float(2**_UNIFORM_BITS)
-# Beyond x - c >= _REACH σ the acceptance probability is below e^-50 < 2**-72.
+# The far tail starts _REACH σ past the peak of the envelope: there A(x) < e^-30.
 _REACH = 10
-# Steps of the exp table: exp(-j/256) for j < 256 (φ_max + 2).
+# Steps of the exp table: exp(-j/256) for 0 <= j < 256·(φ_max + 2).
 _TABLE_STEPS = 256
 # The exact path stops refining exp(-φ) past φ = _PHI_CAP (the bound e^-φ_cap < 2**-14000).
 _PHI_CAP = 10_000
