@@ -12,7 +12,7 @@ sign bit (``T`` is halved at 0, so ``±0`` counts once):
   zeros of a bit field taken in groups of ``2**s`` (``P(Q >= q) = 2**-(q·2**s)``), and
   ``r`` from ``b`` uniform bits ``V`` through a map that gives each ``r`` exactly ``n_r``
   of the ``2**b`` values of ``V``. The ``n_r`` are fitted to the Gaussian so that ``M``
-  is small: 92 to 99.7% of the proposals are accepted below σ = 3000 (at least 75% up to
+  is small: 91 to 99.97% of the proposals are accepted below σ = 3000 (at least 75% up to
   the table limit). The acceptance thresholds of every ``(q, r)`` are tabulated once per σ.
 * **Formula** (wider noise): CKS's discrete Laplace with ``t = 2**k / ln 2``: whole steps
   of ``2**k`` (trailing zeros again) plus ``k`` uniform bits, with acceptance
@@ -1049,7 +1049,7 @@ def discrete_gaussian(
     random bits produce it exactly. For sigma up to about 5500 the proposal is
     ``|Y| = q·2**k + r`` with ``q`` geometric (trailing zero bits, counted in groups)
     and ``r`` drawn through a map of uniform bits whose proportions are fitted to the
-    Gaussian: 92 to 99.7% of proposals are accepted below sigma = 3000, at least 75%
+    Gaussian: 91 to 99.97% of proposals are accepted below sigma = 3000, at least 75%
     above (CKS's proposal: 46 to 76%), and the acceptance thresholds are tabulated
     once per sigma. For wider noise it is CKS's
     own discrete Laplace with ``t = 2**k / ln 2`` (whole steps of ``2**k`` plus ``k``
