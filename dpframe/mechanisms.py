@@ -14,6 +14,7 @@ bars alike, so each mechanism has one route in.
 from __future__ import annotations
 
 from dpframe._decisions import decision_probability, threshold_decision
+from dpframe._gaussian import discrete_gaussian, discrete_gaussian_accuracy
 from dpframe._geometric import geometric, geometric_accuracy
 from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from dpframe._quantiles import quantile, quantile_accuracy, quantile_resolution
@@ -22,6 +23,8 @@ __all__ = [
     "bounded_laplace",
     "bounded_laplace_accuracy",
     "decision_probability",
+    "discrete_gaussian",
+    "discrete_gaussian_accuracy",
     "geometric",
     "geometric_accuracy",
     "laplace",
