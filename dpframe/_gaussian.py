@@ -1023,8 +1023,8 @@ def discrete_gaussian(
 
     See Also
     --------
-    discrete_gaussian_accuracy : the error bar of this noise.
-    geometric : pure epsilon-DP integer noise (the discrete Laplace).
+    discrete_gaussian_accuracy : The error bar of this noise.
+    geometric : Pure epsilon-DP integer noise (the discrete Laplace).
     dpframe._zcdp.epsilon_of_zcdp : (epsilon, delta) from rho.
 
     Notes
@@ -1118,7 +1118,7 @@ def discrete_gaussian_accuracy(
 
     Parameters
     ----------
-    sigma, rho, sensitivity, sensitivity_squared
+    sigma, rho, sensitivity, sensitivity_squared : float or Fraction, optional
         As for :func:`discrete_gaussian`.
     alpha : float, default 0.05
         The probability that the error exceeds the half-width (0.05 gives a 95% bar).
@@ -1130,8 +1130,8 @@ def discrete_gaussian_accuracy(
 
     See Also
     --------
-    discrete_gaussian : the noise this bounds.
-    geometric_accuracy : the same for geometric noise.
+    discrete_gaussian : The noise this bounds.
+    geometric_accuracy : The same for geometric noise.
 
     Notes
     -----

@@ -488,6 +488,12 @@ def quantile(
         Before anything is drawn, when epsilon per quantile is so small that the rank
         noise could overflow int64.
 
+    See Also
+    --------
+    quantile_accuracy : The rank bar of a release.
+    quantile_resolution : The value resolution of the candidate grid.
+    geometric : The noise used on the scores.
+
     Notes
     -----
     **The mechanism: report-noisy-max of integer rank scores.** Candidate ``c_j`` owns
@@ -550,12 +556,6 @@ def quantile(
     *The Algorithmic Foundations of Differential Privacy*, 2014, section 3.3
     (report-noisy-max). OpenDP's ``make_quantile_score_candidates`` (scores over a
     candidate grid). Seed ``002_265e5b6700395d7e.txt`` (the exact geometric noise).
-
-    See Also
-    --------
-    quantile_accuracy : the rank bar of a release.
-    quantile_resolution : the value resolution of the candidate grid.
-    geometric : the noise used on the scores.
 
     Examples
     --------
@@ -661,9 +661,15 @@ def quantile_accuracy(
 
     Parameters
     ----------
-    q, epsilon, bounds, candidates
+    q : float or sequence of float
+        As for :func:`quantile`.
+    epsilon : float or Fraction
         As for :func:`quantile` (the bar depends on ``epsilon`` per quantile, on ``q``
         and on the number of candidates; never on the data).
+    bounds : tuple of float
+        As for :func:`quantile`.
+    candidates : array_like of float, optional
+        As for :func:`quantile`.
     alpha : float, default 0.05
         Probability that the error exceeds the bar (0.05 gives a 95% bar).
 
@@ -673,6 +679,11 @@ def quantile_accuracy(
         ``r`` per quantile: with probability at least ``1 - alpha``, the released
         candidate's cell holds a rank within ``r`` of the target rank ``q n`` (``n``
         the number of values), whatever the data.
+
+    See Also
+    --------
+    quantile : The release this bounds.
+    quantile_resolution : The value resolution of the candidate grid.
 
     Notes
     -----
@@ -708,10 +719,6 @@ def quantile_accuracy(
     C. Dwork, A. Roth, *The Algorithmic Foundations of Differential Privacy*, 2014,
     section 3.3.
 
-    See Also
-    --------
-    quantile, quantile_resolution
-
     Examples
     --------
     >>> from dpframe.mechanisms import quantile_accuracy
@@ -737,7 +744,9 @@ def quantile_resolution(
 
     Parameters
     ----------
-    bounds, candidates
+    bounds : tuple of float
+        As for :func:`quantile`.
+    candidates : array_like of float, optional
         As for :func:`quantile`.
 
     Returns
@@ -747,6 +756,11 @@ def quantile_resolution(
         bounds (half the widest gap between neighbouring candidates, or the distance
         from an end candidate to its bound), rounded up.
 
+    See Also
+    --------
+    quantile : The release this describes.
+    quantile_accuracy : The rank bar of a release.
+
     Notes
     -----
     Candidate ``c_j``'s cell runs from the midpoint to its lower neighbour to the midpoint
@@ -755,10 +769,6 @@ def quantile_resolution(
     so in values it may be up to ``h`` beyond the order statistics that bar names. The
     default grid of ``2**12 + 1`` points has ``h = (hi - lo) / 2**13``. Depends on
     public parameters only.
-
-    See Also
-    --------
-    quantile, quantile_accuracy
 
     Examples
     --------

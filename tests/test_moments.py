@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 from fractions import Fraction
 from typing import Any
 
@@ -200,12 +199,6 @@ def test_half_widths_come_from_the_exact_geometric_bar() -> None:
             epsilon=part.epsilon, sensitivity=part.sensitivity_units, alpha=0.02
         )
         assert width == units * part.step
-
-
-def test_module_examples_run() -> None:
-    failures, tried = doctest.testmod(_moments)
-    assert tried > 0
-    assert failures == 0
 
 
 # ---------------------------------------------------------------- bad input

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import itertools
 import math
 from fractions import Fraction
@@ -408,13 +407,6 @@ def test_q_is_read_as_an_exact_fraction() -> None:
         Fraction(1, 2),
         Fraction(1, 4),
     ]
-
-
-def test_module_examples_run() -> None:
-    for module in (_quantiles,):
-        failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert tried > 0
-        assert failures == 0
 
 
 # ---------------------------------------------------------------- bad input
