@@ -146,6 +146,7 @@ class Ledger:
         "_id",
         "_lock",
         "_releases",
+        "_privacy_unit",
         "_row_labels",
         "_spent_delta",
         "_spent_epsilon",
@@ -167,6 +168,7 @@ class Ledger:
     _attachment: object  # the attrs handle, owned by dpframe._attrs
     _domains: dict[Hashable, pd.Index]
     _row_labels: tuple[Hashable, ...] | None
+    _privacy_unit: tuple[Hashable, ...] | None
 
     def __init__(self) -> None:
         self._setup(uuid.uuid4().hex)
@@ -181,6 +183,7 @@ class Ledger:
         budget_set: bool,
         domains: Mapping[Hashable, pd.Index],
         row_labels: tuple[Hashable, ...] | None,
+        privacy_unit: tuple[Hashable, ...] | None = None,
     ) -> Ledger:
         """A ledger rebuilt from a saved record (for :mod:`dpframe._persistence`)."""
         ledger = cls.__new__(cls)
@@ -189,6 +192,7 @@ class Ledger:
         ledger._budget_set = budget_set
         ledger._domains = dict(domains)
         ledger._row_labels = row_labels
+        ledger._privacy_unit = privacy_unit
         for release in releases:
             ledger._releases.append(release)
             ledger._spent_epsilon += release.epsilon
@@ -208,6 +212,7 @@ class Ledger:
         self._attachment = None
         self._domains = {}
         self._row_labels = None
+        self._privacy_unit = None
         if announce:
             self._announce()
 
@@ -237,6 +242,16 @@ class Ledger:
         """
         with self._lock:
             return types.MappingProxyType(dict(self._domains))
+
+    @property
+    def privacy_unit(self) -> tuple[Hashable, ...] | None:
+        """The columns that identify the protected entity (a person, a household...), or None.
+
+        None: each row is one unit (neighbouring data sets differ by one row). Otherwise
+        neighbouring data sets differ by all the rows of one unit, and every release
+        bounds each unit's contribution.
+        """
+        return self._privacy_unit
 
     @property
     def row_labels(self) -> tuple[Hashable, ...] | None:
@@ -308,6 +323,9 @@ class Ledger:
                 "row_labels": None
                 if self._row_labels is None
                 else [encode_key(name) for name in self._row_labels],
+                "privacy_unit": None
+                if self._privacy_unit is None
+                else [encode_key(name) for name in self._privacy_unit],
             }
 
     def _domains_record(self) -> list[JSONValue]:
@@ -395,6 +413,7 @@ class Ledger:
         domains: Mapping[Hashable, pd.Index],
         *,
         row_labels: tuple[Hashable, ...] | None = None,
+        privacy_unit: tuple[Hashable, ...] | None = None,
     ) -> None:
         """Record the declared keys of grouping columns (already validated by the caller).
 
@@ -406,6 +425,8 @@ class Ledger:
         row_labels : tuple, optional
             The index level names of the frame given the budget, when its labels are
             unique (see :attr:`row_labels`).
+        privacy_unit : tuple, optional
+            The columns that identify a privacy unit (see :attr:`privacy_unit`).
 
         Raises
         ------
@@ -423,6 +444,20 @@ class Ledger:
                         f"other keys for one call with domain=, or leave them as declared."
                     )
             self._domains.update(domains)
+            if privacy_unit is not None and privacy_unit != self._privacy_unit:
+                if self._privacy_unit is not None:
+                    raise InvalidParameterError(
+                        f"this data set's privacy unit is already {list(self._privacy_unit)!r}; "
+                        f"it cannot change (releases were accounted for it)."
+                    )
+                if self._releases:
+                    raise InvalidParameterError(
+                        f"privacy_unit={list(privacy_unit)!r} comes after {len(self._releases)} "
+                        f"release(s) accounted with one row as the unit; they would cost more "
+                        f"per person than was charged. Declare the unit with the first "
+                        f"set_budget, on a new frame from the source data."
+                    )
+                self._privacy_unit = privacy_unit
             if row_labels is not None and self._row_labels is None:
                 self._row_labels = row_labels
             self._changed(())

@@ -207,6 +207,7 @@ class _Saved:
     budget_set: bool
     domains: dict[Hashable, pd.Index]
     row_labels: tuple[Hashable, ...] | None
+    privacy_unit: tuple[Hashable, ...] | None
     total: tuple[Fraction | float, Fraction | float]
     spent: tuple[Fraction, Fraction]
     releases: tuple[Release, ...]
@@ -244,8 +245,15 @@ def _parse_state(state: object) -> _Saved:
     row_labels = (
         None if labels is None else tuple(_decode_key(name, "row_labels") for name in labels)
     )
+    unit = state.get("privacy_unit")
+    if unit is not None and not isinstance(unit, list):
+        raise _bad_record("'privacy_unit' must be a list of column names, or null")
+    privacy_unit = (
+        None if unit is None else tuple(_decode_key(name, "privacy_unit") for name in unit)
+    )
     return _Saved(
         ledger_id=ledger_id,
+        privacy_unit=privacy_unit,
         budget_set=budget_set,
         domains=_parse_domains(state.get("domains")),
         row_labels=row_labels,
@@ -275,6 +283,7 @@ def restore(state: object) -> Ledger:
                 budget_set=saved.budget_set,
                 domains=saved.domains,
                 row_labels=saved.row_labels,
+                privacy_unit=saved.privacy_unit,
             )
             mark = _HIGH_WATER.get(saved.ledger_id)
             if mark is not None:
