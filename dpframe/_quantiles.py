@@ -48,7 +48,14 @@ from dpframe._geometric import (
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 
-__all__ = ["quantile", "quantile_accuracy", "quantile_resolution"]
+__all__ = [
+    "candidate_cells",
+    "quantile",
+    "quantile_accuracy",
+    "quantile_of_counts",
+    "quantile_resolution",
+    "row_cells",
+]
 
 RandomState = np.random.Generator | np.random.BitGenerator | np.random.SeedSequence | int | None
 
@@ -355,13 +362,20 @@ class _BucketLookup:
 
 
 def rank_scores(counts: NDArray[np.int64], fraction: Fraction) -> NDArray[np.int64]:
-    """``d`` times each cell's distance, in ranks, from the target rank ``q n`` (integers)."""
+    """``d`` times each cell's distance, in ranks, from the target rank ``q n`` (integers).
+
+    Computed in Python integers when ``d n`` could leave int64, and capped at 2**61: the
+    cap depends on no data (it is a fixed 1-Lipschitz map of each score), so it keeps
+    the sensitivity, and only changes scores far beyond any noise.
+    """
     p, d = fraction.numerator, fraction.denominator
     n = int(counts.sum())
-    below = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)  # A_j
-    through = below + counts  # B_j
+    exact: Any = np.int64 if d * n < _SCORE_LIMIT else object
+    below = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(exact)  # A_j
+    through = below + counts.astype(exact)  # B_j
     target = p * n  # d times the target rank
-    return np.asarray(np.maximum(np.maximum(d * below - target, target - d * through), 0))
+    scores = np.maximum(np.maximum(d * below - target, target - d * through), 0)
+    return np.asarray(np.minimum(scores, _SCORE_LIMIT).astype(np.int64))
 
 
 # ---------------------------------------------------------------- exact selection
@@ -574,18 +588,121 @@ def quantile(
     eps = _validation.epsilon(epsilon)
     _, _, grid = _grid(bounds, candidates)
     plans = _plans(quantiles, eps)
-    if max(f.denominator for f in quantiles.distinct) * array.size > _SCORE_LIMIT:
-        raise NoiseOverflowError(
-            f"{array.size:,} values are too many for exact integer rank scores; split them."
-        )
-    source = bit_source(rng)
     counts = cell_counts(array, grid, _edges(grid))
-    released = np.empty(quantiles.count, dtype=np.float64)
+    released = _released(counts[np.newaxis, :], quantiles, plans, grid, bit_source(rng))[0]
+    return float(released[0]) if quantiles.scalar else released
+
+
+def _released(
+    counts: NDArray[np.int64],
+    quantiles: _Quantiles,
+    plans: list[GeometricPlan],
+    grid: NDArray[np.float64],
+    source: BitSource,
+) -> NDArray[np.float64]:
+    """Report-noisy-max per group (a row of ``counts``) and per quantile, vectorized.
+
+    Shape ``(groups, len(q))``. Each group's rows are disjoint from the others', so the
+    groups' releases compose in parallel; the quantiles of one group split epsilon.
+    """
+    groups = counts.shape[0]
+    released = np.empty((groups, quantiles.count), dtype=np.float64)
     for index, (fraction, plan) in enumerate(zip(quantiles.distinct, plans, strict=True)):
         where = np.flatnonzero(quantiles.which == index)
-        winners = _select(rank_scores(counts, fraction), where.size, plan, source)
-        released[where] = grid[winners]
-    return float(released[0]) if quantiles.scalar else released
+        scores = np.stack([rank_scores(row, fraction) for row in counts])
+        for column in where:  # one independent draw per requested copy of this quantile
+            noise = geometric_noise(plan, scores.size, source, False).reshape(scores.shape)
+            noise -= scores
+            released[:, column] = grid[noisy_argmax(noise, source)]
+    return released
+
+
+def candidate_cells(
+    bounds: tuple[float, float], candidates: ArrayLike | None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The validated candidate grid of a quantile and the inner edges of its cells.
+
+    Backends count the rows of each cell (:func:`row_cells`); :func:`quantile_of_counts`
+    then releases from those exact counts.
+    """
+    _, _, grid = _grid(bounds, candidates)
+    return grid, _edges(grid)
+
+
+def row_cells(
+    values: NDArray[np.float64], grid: NDArray[np.float64], edges: NDArray[np.float64]
+) -> NDArray[np.intp]:
+    """Each value's candidate cell (0 .. m-1), exactly; -1 for NaN (no cell)."""
+    cells = np.full(values.size, -1, dtype=np.intp)
+    if grid.size == 1:
+        cells[~np.isnan(values)] = 0
+        return cells
+    bounded = np.concatenate([[-np.inf], edges, [np.inf]])
+    lookup = _BucketLookup.build(grid, edges)
+    scratch = np.empty(min(values.size, _BLOCK), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, values.size, _BLOCK):
+            block = values[start : start + _BLOCK]
+            present = ~np.isnan(block)
+            chosen = block if present.all() else np.where(present, block, grid[0])
+            found = lookup.cells(chosen, edges, bounded, scratch[: block.size])
+            cells[start : start + block.size] = np.where(present, found, -1)
+    return cells
+
+
+def quantile_of_counts(
+    counts: ArrayLike,
+    q: float | Sequence[float] | NDArray[np.floating[Any]],
+    *,
+    epsilon: float | Fraction,
+    bounds: tuple[float, float],
+    candidates: ArrayLike | None = None,
+    rng: RandomState = None,
+) -> NDArray[np.float64]:
+    """Private quantiles from exact counts of values per candidate cell, per group.
+
+    Parameters
+    ----------
+    counts : array_like of int, shape (m,) or (groups, m)
+        Exact counts of (clamped) values in each candidate's cell
+        (:func:`candidate_cells`, :func:`row_cells`), one row per group.
+    q : float or sequence of float
+        As for :func:`quantile`.
+    epsilon : float or Fraction
+        As for :func:`quantile` (per group: groups hold disjoint rows).
+    bounds : tuple of float
+        As for :func:`quantile`.
+    candidates : array_like of float, optional
+        As for :func:`quantile`.
+    rng : numpy.random.Generator or seed, optional
+        As for :func:`quantile`.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Shape ``(groups, len(q))`` (``(groups, 1)`` for a scalar ``q``).
+
+    See Also
+    --------
+    quantile : The same from the values themselves.
+
+    Notes
+    -----
+    The mechanism of :func:`quantile`, applied to counts an exact aggregation computed
+    (a backend, possibly on many workers): the counts are the only way the data enters.
+    """
+    quantiles = _quantile_fractions(q)
+    eps = _validation.epsilon(epsilon)
+    _, _, grid = _grid(bounds, candidates)
+    plans = _plans(quantiles, eps)
+    table = _validation.integer_array(counts, "counts")
+    table = table.reshape(1, -1) if table.ndim == 1 else table
+    if table.ndim != 2 or table.shape[1] != grid.size:
+        raise InvalidParameterError(
+            f"counts must have one column per candidate ({grid.size}), got shape "
+            f"{np.shape(counts)}."
+        )
+    return _released(table, quantiles, plans, grid, bit_source(rng))
 
 
 def _difference_tail(unit_epsilon: Fraction, start: int) -> float:
