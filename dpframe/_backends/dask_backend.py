@@ -92,6 +92,7 @@ from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import (
     DomainError,
+    DPFrameError,
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
@@ -125,68 +126,126 @@ def _pandas_source(expr: Any) -> _Carrier | None:
     return source if isinstance(source, pd.DataFrame | pd.Series) else None
 
 
-def _carriers(frame: Any) -> list[_Carrier]:
-    """Where a Dask frame's ledger may be held: its own metadata first, then the metadata
-    of every other expression of its tree and the pandas frames it was built from."""
-    found: dict[int, _Carrier] = {}
+def _expression_meta(expr: Any) -> _Carrier | None:
+    """An expression's metadata, or None when it has none (a delayed object's list...)."""
+    try:
+        meta = getattr(expr, "_meta", None)
+    except NotImplementedError:  # e.g. the list of delayed objects under from_delayed
+        return None
+    return meta if isinstance(meta, pd.DataFrame | pd.Series) else None
+
+
+@dataclass(frozen=True)
+class _Node:
+    """One expression of a Dask frame's tree, as the ledger lookup sees it."""
+
+    carriers: tuple[_Carrier, ...]  # its metadata, and the pandas frame of dd.from_pandas
+    dependencies: tuple[str, ...]  # the names of the expressions it is computed from
+
+
+def _tree(frame: Any) -> dict[str, _Node]:
+    """Every expression of a Dask collection's tree, by name (Dask's ``walk``)."""
+    nodes: dict[str, _Node] = {}
     for expr in frame.expr.walk():
-        try:
-            meta = expr._meta
-        except NotImplementedError:  # e.g. the list of delayed objects under from_delayed
-            meta = None
-        for carrier in (meta, _pandas_source(expr)):
-            if isinstance(carrier, pd.DataFrame | pd.Series):
-                found.setdefault(id(carrier), carrier)
-    return list(found.values())
+        carriers = (_expression_meta(expr), _pandas_source(expr))
+        nodes[expr._name] = _Node(
+            tuple(c for c in carriers if c is not None),
+            tuple(dep._name for dep in expr.dependencies()),
+        )
+    return nodes
 
 
-def _ledgers(carriers: Sequence[_Carrier]) -> list[Ledger]:
-    """The distinct ledgers held by ``carriers``, in order."""
+def _held(carrier: _Carrier) -> Ledger | None:
+    """The ledger ``carrier`` holds (a saved record is reconnected to its live ledger)."""
+    if _attrs.ATTRS_KEY not in carrier.attrs:
+        return None
+    return _attrs.ledger_of(carrier, create=False)
+
+
+def _ledgers(tree: dict[str, _Node]) -> list[Ledger]:
+    """The distinct ledgers held anywhere in ``tree``, in the order of Dask's walk."""
     found: list[Ledger] = []
-    for carrier in carriers:
-        if _attrs.ATTRS_KEY not in carrier.attrs:
-            continue
-        ledger = _attrs.ledger_of(carrier, create=False)
-        if ledger is not None and all(ledger is not seen for seen in found):
-            found.append(ledger)
+    for node in tree.values():
+        for carrier in node.carriers:
+            ledger = _held(carrier)
+            if ledger is not None and all(ledger is not seen for seen in found):
+                found.append(ledger)
     return found
+
+
+def _derived_from(tree: dict[str, _Node], ledger: Ledger) -> set[str]:
+    """The expressions that hold ``ledger`` and every expression computed from them.
+
+    These are the frames derived from the budgeted data. The other inputs of a concat, a
+    merge or an assign (a public lookup table, a frame with no budget) are not among
+    them: their data is not this budget's, and they may be combined with other budgeted
+    frames later.
+    """
+    users: dict[str, list[str]] = {name: [] for name in tree}
+    for name, node in tree.items():
+        for dependency in node.dependencies:
+            users.setdefault(dependency, []).append(name)
+    pending = [
+        name for name, node in tree.items() if any(_held(c) is ledger for c in node.carriers)
+    ]
+    derived: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name not in derived:
+            derived.add(name)
+            pending.extend(users.get(name, ()))
+    return derived
 
 
 def _conflict(ledgers: Sequence[Ledger], what: str) -> LedgerConflictError:
     ids = " and ".join(f"{ledger.id[:8]}…" for ledger in ledgers[:2])
+    unset = (
+        " One of them has no budget yet: .dp made it when it was first used on a frame "
+        "that had none."
+        if any(not ledger.budget_set for ledger in ledgers[:2])
+        else ""
+    )
     return LedgerConflictError(
         f"{what} comes from frames that spend different privacy budgets (ledgers {ids}), "
         f"for example a column assigned from, or an operation with, another budgeted "
-        f"frame; one release cannot be charged to a single budget. Release from each frame "
-        f"separately, or combine the raw data first and call .dp.set_budget once on the "
-        f"combined frame."
+        f"frame; one release cannot be charged to a single budget.{unset} Release from each "
+        f"frame separately, or combine the raw data first and call .dp.set_budget once on "
+        f"the combined frame."
     )
 
 
 def dask_ledger(frame: Any) -> Ledger:
     """The ledger of a Dask DataFrame: the one found in its expression tree, else a new one.
 
-    The ledger is then stamped on every carrier of the tree that has none (the metadata
-    of each expression, the pandas frames of ``dd.from_pandas``), so that frames Dask
-    derives later, including the rewritten expressions of ``optimize()`` and
-    ``persist()``, inherit it through pandas' ``attrs``.
+    The ledger is then stamped on the expressions of the tree that derive from the
+    budgeted data and have none (their metadata, and the pandas frames that
+    ``dd.from_pandas`` wraps), so that frames Dask derives later, including the
+    rewritten expressions of ``optimize()`` and ``persist()``, inherit it through pandas'
+    ``attrs``. Other inputs of a concat or merge that carry no ledger are left alone. A
+    new ledger (no budget) is stamped on the whole tree: all of it is this frame's data.
 
     Raises
     ------
     LedgerConflictError
         When the tree holds two different ledgers.
     """
-    carriers = _carriers(frame)
-    found = _ledgers(carriers)
+    tree = _tree(frame)
+    found = _ledgers(tree)
     if len(found) > 1:
         raise _conflict(found, "This Dask DataFrame")
-    own = carriers[0]  # the frame's own metadata (walk yields the frame's expression first)
-    ledger = found[0] if found else _attrs.ledger_of(own)
-    if ledger is None:  # pragma: no cover - create=True always returns a ledger
-        raise RuntimeError("internal error: no ledger")
-    for carrier in carriers:
-        if _attrs.ATTRS_KEY not in carrier.attrs:
-            _attrs.attach(carrier, ledger)
+    if found:
+        ledger = found[0]
+        stamped = _derived_from(tree, ledger)
+    else:
+        own: _Carrier = frame._meta  # the frame's own metadata: a new ledger starts there
+        created = _attrs.ledger_of(own)
+        if created is None:  # pragma: no cover - create=True always returns a ledger
+            raise DPFrameError("internal error: no ledger")
+        ledger, stamped = created, set(tree)
+    for name in stamped:
+        for carrier in tree[name].carriers:
+            if _attrs.ATTRS_KEY not in carrier.attrs:
+                _attrs.attach(carrier, ledger)
     return ledger
 
 
@@ -242,6 +301,25 @@ def _sum_arrays(*parts: NDArray[Any]) -> NDArray[Any]:
 # ---------------------------------------------------------------- the backend
 
 
+# Dask's expressions for dd.concat (ConcatUnindexed is what concat(axis=1) is lowered to).
+_CONCATS = frozenset({"Concat", "ConcatUnindexed"})
+
+
+def _safe_to_optimize(frame: Any) -> bool:
+    """Whether Dask's expression optimizer computes ``frame``'s rows exactly (no concat).
+
+    Dask (2026.8.0) pushes a column selection into each input of a ``dd.concat`` and
+    drops the inputs that hold none of the selected columns, with their rows: a count
+    over ``dd.concat([a, b])[["x"]]`` misses ``b``'s rows when ``b`` has no ``x``, and
+    when no input is left (a count selects no column) it raises ``IndexError``
+    (dask/dask#12147). So a tree holding a concat is computed as written: every column
+    of its inputs is read, and the aggregates are exact.
+    """
+    return not any(
+        cls.__name__ in _CONCATS for expr in frame.expr.walk() for cls in type(expr).__mro__
+    )
+
+
 @dataclass(frozen=True)
 class _Filter:
     """A validated row filter: a boolean Dask Series co-partitioned with the frame."""
@@ -285,8 +363,9 @@ class DaskRows:
         """Run ``query`` on every partition and add the results exactly, in one Dask compute.
 
         Only the needed columns are selected, so Dask reads no others (column pruning
-        reaches the parquet reader). The query travels to the workers once, as one graph
-        key shared by every partition task.
+        reaches the parquet reader), except below a ``dd.concat`` (see
+        :func:`_safe_to_optimize`). The query travels to the workers once, as one graph key
+        shared by every partition task.
         """
         frame = self._frame
         needed = list(dict.fromkeys(columns))
@@ -297,13 +376,15 @@ class DaskRows:
             frame = frame.assign(**{mask: self._where.series})
             needed.append(mask)
             query = _Query(query.kind, query.groups, query.column, query.grid, mask)
+        selected = frame[needed]
+        partitions = selected.to_delayed(optimize_graph=_safe_to_optimize(selected))
         # Readable task names (dpframe-aggregate, dpframe-sum), unique to this call.
         token = uuid.uuid4().hex
         shared_query = delayed(query, name=f"dpframe-query-{token}")
         chunk, combine = delayed(_partition_aggregate), delayed(_sum_arrays)
         parts = [
             chunk(part, shared_query, dask_key_name=(f"dpframe-aggregate-{token}", i))
-            for i, part in enumerate(frame[needed].to_delayed())
+            for i, part in enumerate(partitions)
         ]
         level = 0
         while len(parts) > 1:
@@ -387,11 +468,10 @@ class DaskBackend:
                 "where is a Dask Series partitioned differently from the frame; build it from "
                 "the same frame, e.g. where=ddf['Age'] >= 18, or pass an expression string."
             )
-        own = _ledgers(_carriers(self._frame))
-        other = _ledgers(_carriers(where))
-        foreign = [ledger for ledger in other if all(ledger is not mine for mine in own)]
+        ledger = dask_ledger(self._frame)  # the ledger the release will be charged to
+        foreign = [other for other in _ledgers(_tree(where)) if other is not ledger]
         if foreign:
-            raise _conflict([*own, *foreign] if own else foreign * 2, "where=")
+            raise _conflict([ledger, foreign[0]], "where=")
         return DaskRows(self._frame, _Filter(where))
 
 
