@@ -135,22 +135,37 @@ def _expression_meta(expr: Any) -> _Carrier | None:
     return meta if isinstance(meta, pd.DataFrame | pd.Series) else None
 
 
+def _combination(expr: Any) -> str | None:
+    """How an expression combines frames: ``"concat"`` (``dd.concat`` of rows),
+    ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), or None."""
+    classes = {cls.__name__ for cls in type(expr).__mro__}
+    if classes & {"Merge", "JoinRecursive"}:
+        return "merge"
+    if "ConcatUnindexed" in classes:  # what concat(axis=1) is lowered to
+        return "columns"
+    if "Concat" in classes:
+        return "concat" if expr.operand("axis") in (0, "index") else "columns"
+    return None
+
+
 @dataclass(frozen=True)
 class _Node:
     """One expression of a Dask frame's tree, as the ledger lookup sees it."""
 
     carriers: tuple[_Carrier, ...]  # its metadata, and the pandas frame of dd.from_pandas
-    dependencies: tuple[str, ...]  # the names of the expressions it is computed from
+    dependencies: tuple[str, ...]  # the names of its inputs (an input given twice counts twice)
+    combination: str | None  # see _combination
 
 
 def _tree(frame: Any) -> dict[str, _Node]:
-    """Every expression of a Dask collection's tree, by name (Dask's ``walk``)."""
+    """Every expression of a Dask collection's tree, by name, the collection's own first."""
     nodes: dict[str, _Node] = {}
     for expr in frame.expr.walk():
         carriers = (_expression_meta(expr), _pandas_source(expr))
         nodes[expr._name] = _Node(
             tuple(c for c in carriers if c is not None),
             tuple(dep._name for dep in expr.dependencies()),
+            _combination(expr),
         )
     return nodes
 
@@ -174,17 +189,17 @@ def _ledgers(tree: dict[str, _Node]) -> list[Ledger]:
 
 
 def _derived_from(tree: dict[str, _Node], ledger: Ledger) -> set[str]:
-    """The expressions that hold ``ledger`` and every expression computed from them.
+    """The expressions that hold ``ledger``, and every expression computed from them.
 
-    These are the frames derived from the budgeted data. The other inputs of a concat, a
-    merge or an assign (a public lookup table, a frame with no budget) are not among
-    them: their data is not this budget's, and they may be combined with other budgeted
-    frames later.
+    These are the budgeted data and the frames derived from it. The other inputs of a
+    concat, a merge or an assign (a public lookup table, a frame with no budget) are
+    not among them: their data is not this budget's, and they may be combined with
+    other budgeted frames later.
     """
     users: dict[str, list[str]] = {name: [] for name in tree}
     for name, node in tree.items():
         for dependency in node.dependencies:
-            users.setdefault(dependency, []).append(name)
+            users[dependency].append(name)
     pending = [
         name for name, node in tree.items() if any(_held(c) is ledger for c in node.carriers)
     ]
@@ -193,8 +208,26 @@ def _derived_from(tree: dict[str, _Node], ledger: Ledger) -> set[str]:
         name = pending.pop()
         if name not in derived:
             derived.add(name)
-            pending.extend(users.get(name, ()))
+            pending.extend(users[name])
     return derived
+
+
+def _lineage(tree: dict[str, _Node], root: str) -> set[str]:
+    """``root`` and the expressions it is computed from, up to (and with) a concat or merge.
+
+    A budget set on a frame covers the data it was derived from (a parquet reader, the
+    pandas frame of ``dd.from_pandas``), but not the inputs of a combination: they may
+    be lookup tables, or data combined with other budgeted frames later.
+    """
+    lineage: set[str] = set()
+    pending = [root]
+    while pending:
+        name = pending.pop()
+        if name not in lineage:
+            lineage.add(name)
+            if tree[name].combination is None:
+                pending.extend(tree[name].dependencies)
+    return lineage
 
 
 def _conflict(ledgers: Sequence[Ledger], what: str) -> LedgerConflictError:
@@ -214,39 +247,84 @@ def _conflict(ledgers: Sequence[Ledger], what: str) -> LedgerConflictError:
     )
 
 
+def _resolve(frame: Any) -> tuple[Ledger, dict[str, _Node], set[str]]:
+    """The frame's ledger, its tree, and the expressions derived from the budgeted data.
+
+    See :func:`dask_ledger`.
+    """
+    tree = _tree(frame)
+    found = _ledgers(tree)
+    budgeted = [ledger for ledger in found if ledger.budget_set]
+    if len(budgeted) > 1:
+        raise _conflict(budgeted, "This Dask DataFrame")
+    own: _Carrier = frame._meta  # the frame's own metadata
+    if budgeted:
+        # Ledgers with no budget charge nothing: their frames count as unbudgeted inputs.
+        ledger, derived = budgeted[0], _derived_from(tree, budgeted[0])
+    elif found:
+        mine = _held(own)
+        if len(found) > 1 and mine is None:
+            raise _conflict(found, "This Dask DataFrame")
+        ledger = found[0] if mine is None else mine
+        derived = _derived_from(tree, ledger)
+    else:  # a new ledger, with no budget yet, starts on the frame's own metadata
+        created = _attrs.ledger_of(own)
+        if created is None:  # pragma: no cover - create=True always returns a ledger
+            raise DPFrameError("internal error: no ledger")
+        ledger, derived = created, _lineage(tree, frame.expr._name)
+    for name in derived:
+        for carrier in tree[name].carriers:
+            if _attrs.ATTRS_KEY not in carrier.attrs:
+                _attrs.attach(carrier, ledger)
+    return ledger, tree, derived
+
+
 def dask_ledger(frame: Any) -> Ledger:
     """The ledger of a Dask DataFrame: the one found in its expression tree, else a new one.
 
-    The ledger is then stamped on the expressions of the tree that derive from the
-    budgeted data and have none (their metadata, and the pandas frames that
+    The ledger is then stamped on every expression of the tree that holds none and is
+    derived from the budgeted data (its metadata, and the pandas frame that
     ``dd.from_pandas`` wraps), so that frames Dask derives later, including the
-    rewritten expressions of ``optimize()`` and ``persist()``, inherit it through pandas'
-    ``attrs``. Other inputs of a concat or merge that carry no ledger are left alone. A
-    new ledger (no budget) is stamped on the whole tree: all of it is this frame's data.
+    rewritten expressions of ``optimize()`` and ``persist()``, inherit it through
+    pandas' ``attrs``. The other inputs of a concat or merge (a lookup table, a frame
+    with no budget) are left alone. A new ledger (no budget yet) starts on the frame's
+    own metadata and is stamped on what the frame was derived from, up to the inputs of
+    a concat or merge.
+
+    Ledgers with no budget (made when ``.dp`` was used on a frame that had none) have
+    charged nothing: when the tree also holds a budgeted ledger, their frames count as
+    inputs without a ledger, so looking at an input's ``.dp.ledger`` does not break a
+    combination made from it.
 
     Raises
     ------
     LedgerConflictError
-        When the tree holds two different ledgers.
+        When the tree holds two ledgers with a budget, or, with no budget anywhere,
+        two ledgers neither of which is the frame's own.
     """
-    tree = _tree(frame)
-    found = _ledgers(tree)
-    if len(found) > 1:
-        raise _conflict(found, "This Dask DataFrame")
-    if found:
-        ledger = found[0]
-        stamped = _derived_from(tree, ledger)
-    else:
-        own: _Carrier = frame._meta  # the frame's own metadata: a new ledger starts there
-        created = _attrs.ledger_of(own)
-        if created is None:  # pragma: no cover - create=True always returns a ledger
-            raise DPFrameError("internal error: no ledger")
-        ledger, stamped = created, set(tree)
-    for name in stamped:
-        for carrier in tree[name].carriers:
-            if _attrs.ATTRS_KEY not in carrier.attrs:
-                _attrs.attach(carrier, ledger)
-    return ledger
+    return _resolve(frame)[0]
+
+
+def _repeated_rows(tree: dict[str, _Node], derived: set[str]) -> str | None:
+    """A concat or merge of two inputs derived from the budgeted data ("concat" or
+    "merge"), or None: through it, one person's row can reach the frame twice or more."""
+    for node in tree.values():
+        budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
+        if node.combination in ("concat", "merge") and budgeted_inputs > 1:
+            return node.combination
+    return None
+
+
+def _refuse_repeated_rows(ledger: Ledger, combination: str) -> InvalidParameterError:
+    what = "dd.concat" if combination == "concat" else "a merge or join"
+    return InvalidParameterError(
+        f"This Dask DataFrame is built with {what} of two frames derived from the same "
+        f"budgeted data (ledger {ledger.id[:8]}…), so one person's row can appear in it more "
+        f"than once, and a release from it would cost more privacy than the epsilon charged. "
+        f"Release from each frame separately (both are charged to the same budget), or "
+        f"select the rows with one filter instead, e.g. "
+        f'ddf[(ddf["Age"] < 18) | (ddf["Age"] >= 65)] or where=.'
+    )
 
 
 # ---------------------------------------------------------------- what runs on each partition
@@ -301,10 +379,6 @@ def _sum_arrays(*parts: NDArray[Any]) -> NDArray[Any]:
 # ---------------------------------------------------------------- the backend
 
 
-# Dask's expressions for dd.concat (ConcatUnindexed is what concat(axis=1) is lowered to).
-_CONCATS = frozenset({"Concat", "ConcatUnindexed"})
-
-
 def _safe_to_optimize(frame: Any) -> bool:
     """Whether Dask's expression optimizer computes ``frame``'s rows exactly (no concat).
 
@@ -315,9 +389,7 @@ def _safe_to_optimize(frame: Any) -> bool:
     (dask/dask#12147). So a tree holding a concat is computed as written: every column
     of its inputs is read, and the aggregates are exact.
     """
-    return not any(
-        cls.__name__ in _CONCATS for expr in frame.expr.walk() for cls in type(expr).__mro__
-    )
+    return not any(_combination(expr) in ("concat", "columns") for expr in frame.expr.walk())
 
 
 @dataclass(frozen=True)
@@ -447,6 +519,11 @@ class DaskBackend:
         are refused: their rows cannot be matched to the partitions without reading the
         data.
         """
+        # The ledger the release will be charged to; refuse data that repeats its rows.
+        ledger, tree, derived = _resolve(self._frame)
+        repeated = _repeated_rows(tree, derived)
+        if repeated is not None:
+            raise _refuse_repeated_rows(ledger, repeated)
         if where is None:
             return DaskRows(self._frame, None)
         if isinstance(where, str):
@@ -468,10 +545,15 @@ class DaskBackend:
                 "where is a Dask Series partitioned differently from the frame; build it from "
                 "the same frame, e.g. where=ddf['Age'] >= 18, or pass an expression string."
             )
-        ledger = dask_ledger(self._frame)  # the ledger the release will be charged to
-        foreign = [other for other in _ledgers(_tree(where)) if other is not ledger]
+        where_tree = _tree(where)
+        foreign = [
+            other for other in _ledgers(where_tree) if other is not ledger and other.budget_set
+        ]
         if foreign:
             raise _conflict([ledger, foreign[0]], "where=")
+        repeated = _repeated_rows(where_tree, _derived_from(where_tree, ledger))
+        if repeated is not None:
+            raise _refuse_repeated_rows(ledger, repeated)
         return DaskRows(self._frame, _Filter(where))
 
 
