@@ -537,7 +537,7 @@ def test_releases_from_results_of_dask_operations_charge_the_budgeted_input(
     result = OPERATIONS[operation](SOURCES[source](ddf, unbudgeted), tmp_path / "files")
     exact = len(df) if source == "A" else len(df) + len(other)
     if (source, operation) in LOST_LEDGER:
-        with pytest.raises(dpframe.errors.BudgetNotSetError, match="set_budget"):
+        with pytest.raises(dpframe.errors.BudgetNotSetError, match="persist the inputs"):
             result.dp.count(epsilon=EXACT_EPSILON)
         assert ledger.spent.epsilon == 0
         return
@@ -574,6 +574,23 @@ def test_the_fix_for_persist_is_to_persist_the_inputs(client: Any, ddf: Any) -> 
     combined = dd.concat([ddf.persist(), unbudgeted.persist()])
     assert combined.dp.count(epsilon=EXACT_EPSILON) == N_ROWS + len(other)
     assert ddf.dp.ledger.spent.epsilon == EXACT_EPSILON
+
+
+def test_files_written_from_files_come_back_without_a_budget(
+    client: Any, parquet_dir: Path, tmp_path: Path
+) -> None:
+    # Rows read from files that carry no ledger write files without one: read back, the
+    # frame has no budget, and releases are refused until one is set (what remains).
+    lazy = dd.read_parquet(parquet_dir)
+    lazy.dp.set_budget(epsilon=2.0)
+    lazy.dp.count(epsilon=0.5)
+    back = _parquet_round_trip(lazy, tmp_path / "again")
+    with pytest.raises(dpframe.errors.BudgetNotSetError, match="to_parquet"):
+        back.dp.count(epsilon=0.5)
+    back.dp.set_budget(epsilon=lazy.dp.ledger.remaining.epsilon)
+    back.dp.count(epsilon=1.5)
+    assert back.dp.ledger.remaining.epsilon == 0
+    assert lazy.dp.ledger.spent.epsilon == Fraction(1, 2)
 
 
 def test_a_budget_set_on_a_combination_covers_it_and_not_its_inputs(client: Any) -> None:

@@ -25,19 +25,39 @@ A Dask DataFrame is a tree of expressions, and every expression caches its ``_me
 an empty pandas frame. The ledger handle is stored in ``ddf._meta.attrs["dpframe"]``,
 exactly as on a pandas frame, and pandas copies ``attrs`` (the handle returns itself
 from ``deepcopy``) whenever Dask computes the metadata of a derived frame from its
-parent's. Two Dask behaviours need more than that:
+parent's. Dask needs more than that:
 
 * a frame's metadata may have been computed before the budget was set, and Dask gives
   equal expressions one shared object (so ``ddf[ddf.Age >= 18]`` written again after
   ``set_budget`` is the old expression, with the old metadata). The ledger is
   therefore looked up in the ``_meta`` of *every* expression of the frame's tree: a
-  frame spends the budget of any frame it was derived from, and two different ledgers
+  frame spends the budget of any frame it was derived from, and two different budgets
   in one tree are refused with :class:`~dpframe.errors.LedgerConflictError`;
+* pandas keeps ``attrs`` through ``concat`` and ``merge`` only when every input has
+  them, so the metadata of a combination with a frame that has no ledger (a lookup
+  table) has none: the lookup through the tree finds the budgeted input's;
 * ``optimize()`` and ``persist()`` rewrite the tree (a column selection is pushed down
   into the parquet reader or ``from_pandas``) and rebuild metadata from the sources'.
-  So whenever the ledger is looked up, it is also stamped on every expression's
-  metadata that has none, including the parquet reader's base metadata and the copy
-  of the pandas frame that ``dd.from_pandas`` wraps (the caller's frame is not touched).
+  So whenever the ledger is looked up, it is also stamped on the metadata of every
+  expression derived from the budgeted data that has none, including the parquet
+  reader's base metadata and the copy of the pandas frame that ``dd.from_pandas``
+  wraps (the caller's frame is not touched). It is *not* stamped on the other inputs
+  of a concat or merge: a lookup table stamped with one budget could not be merged
+  with a frame of another budget afterwards. A budget set on a frame that had none is
+  stamped on what the frame was derived from, up to the inputs of a concat or merge;
+* a ledger with no budget (made when ``.dp`` was used on a frame that had none) has
+  charged nothing, so next to a budgeted ledger in the same tree it is ignored:
+  reading ``u.dp.ledger`` does not break ``dd.concat([a, u])``.
+
+One person, one row: through a ``dd.concat``, ``merge`` or ``join`` of two frames
+derived from the same budgeted data (``dd.concat([a, a[a.Age > 60]])``, a frame merged
+with its own aggregates), a person's row can appear several times and a count would
+move by more than one. The tree shows it, and such frames are refused.
+
+Dask's expression optimizer drops the inputs of a ``dd.concat`` that hold none of the
+selected columns, with their rows, and raises ``IndexError`` when none is left
+(dask/dask#12147): :class:`DaskRows` computes a tree holding a concat without it (every
+column of the inputs is read), so its aggregates are exact.
 
 Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column selection,
 ``assign``, ``astype``, ``rename``, ``drop``, ``fillna``, ``dropna``, ``reset_index``,
@@ -46,25 +66,44 @@ Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column sele
 or a filter), frames derived *before* the budget was set, a second ``dd.read_parquet``
 of the same files (or ``dd.from_pandas`` of equal data) while a frame of the first is
 alive (Dask reuses the expression: equal inputs share one budget), ``dd.from_pandas``
-of a budgeted pandas frame, and ``compute()`` of a ``dd.from_pandas`` frame (its
-partitions carry the handle).
+of a budgeted pandas frame, ``compute()`` of a ``dd.from_pandas`` frame (its
+partitions carry the handle), a parquet round trip of a ``dd.from_pandas`` frame
+(each file stores its partition's handle; ``read_parquet`` reconnects to the live
+ledger); and the combinations of a budgeted frame with inputs that carry no ledger:
+``dd.concat`` with an unbudgeted frame (either order), ``merge`` with a pandas lookup
+table (either side) or a Dask one, and ``repartition``, ``set_index``, ``map_partitions`` and
+a parquet round trip of such a concat (the round trip when its first file holds
+budgeted rows). The other inputs stay unbudgeted, and one lookup table serves frames
+with different budgets.
 
-Refused with :class:`~dpframe.errors.LedgerConflictError` (tested): ``dd.concat`` and
-``merge`` of frames with different ledgers (raised by pandas while Dask builds the
+Refused (tested): with :class:`~dpframe.errors.LedgerConflictError`, ``dd.concat``
+and ``merge`` of frames with different ledgers (raised by pandas while Dask builds the
 metadata), and a release from a frame holding columns (``assign``) or operands
-(``a + b``) of a frame with another ledger, or with a ``where=`` filter built from one.
+(``a + b``) of a frame with another budget, or with a ``where=`` filter built from
+one; with :class:`~dpframe.errors.InvalidParameterError`, a release from a frame that
+can repeat a person's row (above); with :class:`~dpframe.errors.BudgetNotSetError`,
+a release from frames none of whose inputs has a budget.
 
 Not covered (Dask gives no hook):
 
 * ``head()``, ``compute()``, ``to_delayed()`` and ``to_parquet`` of frames read from
   files hand over raw rows without the ledger: that is the data holder's own view,
-  like ``to_numpy()`` in pandas, and ``.dp`` on such a pandas frame starts a new,
-  unlimited ledger;
+  like ``to_numpy()`` in pandas. Read back, such files have no budget, so releases
+  from them are refused with ``BudgetNotSetError`` until a budget is set: set what
+  remains of the original one (``ddf.dp.ledger.remaining``), not a new one;
 * ``persist()`` of a frame whose metadata had no ledger when it was persisted: one
   derived before the budget was set, or ``map_partitions(..., meta=...)`` with a
-  ``meta`` built from scratch, neither touched by ``.dp`` since. The persisted frame
-  keeps only that metadata, so its ``.dp`` starts a new ledger. Set the budget before
-  deriving (or read ``.dp.ledger`` on the frame before persisting it);
+  ``meta`` built from scratch, neither touched by ``.dp`` since, and any concat or
+  merge with an input that carries no ledger (pandas dropped it from the metadata,
+  and persist keeps nothing else). Releases from it are refused with
+  ``BudgetNotSetError``. Persist the inputs and combine them afterwards
+  (``dd.concat([a.persist(), u.persist()])``), or set the budget before deriving;
+* likewise, ``to_parquet`` of such a combination: ``read_parquet`` takes the metadata
+  of the first file, which has no ledger when it holds the unbudgeted input's rows;
+* once persisted or written to files, a frame that repeats a person's row no longer
+  shows it: release from the combination before persisting it. Nor does anything show
+  a ``merge`` whose keys repeat in the other input (a lookup table with duplicate
+  keys): merge only on keys that are unique in the other input;
 * reading the same files again after every frame of the first read was garbage
   collected builds new metadata, hence a new ledger, as re-reading a file in pandas
   does.
