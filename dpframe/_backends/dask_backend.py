@@ -25,19 +25,39 @@ A Dask DataFrame is a tree of expressions, and every expression caches its ``_me
 an empty pandas frame. The ledger handle is stored in ``ddf._meta.attrs["dpframe"]``,
 exactly as on a pandas frame, and pandas copies ``attrs`` (the handle returns itself
 from ``deepcopy``) whenever Dask computes the metadata of a derived frame from its
-parent's. Two Dask behaviours need more than that:
+parent's. Dask needs more than that:
 
 * a frame's metadata may have been computed before the budget was set, and Dask gives
   equal expressions one shared object (so ``ddf[ddf.Age >= 18]`` written again after
   ``set_budget`` is the old expression, with the old metadata). The ledger is
   therefore looked up in the ``_meta`` of *every* expression of the frame's tree: a
-  frame spends the budget of any frame it was derived from, and two different ledgers
+  frame spends the budget of any frame it was derived from, and two different budgets
   in one tree are refused with :class:`~dpframe.errors.LedgerConflictError`;
+* pandas keeps ``attrs`` through ``concat`` and ``merge`` only when every input has
+  them, so the metadata of a combination with a frame that has no ledger (a lookup
+  table) has none: the lookup through the tree finds the budgeted input's;
 * ``optimize()`` and ``persist()`` rewrite the tree (a column selection is pushed down
   into the parquet reader or ``from_pandas``) and rebuild metadata from the sources'.
-  So whenever the ledger is looked up, it is also stamped on every expression's
-  metadata that has none, including the parquet reader's base metadata and the copy
-  of the pandas frame that ``dd.from_pandas`` wraps (the caller's frame is not touched).
+  So whenever the ledger is looked up, it is also stamped on the metadata of every
+  expression derived from the budgeted data that has none, including the parquet
+  reader's base metadata and the copy of the pandas frame that ``dd.from_pandas``
+  wraps (the caller's frame is not touched). It is *not* stamped on the other inputs
+  of a concat or merge: a lookup table stamped with one budget could not be merged
+  with a frame of another budget afterwards. A budget set on a frame that had none is
+  stamped on what the frame was derived from, up to the inputs of a concat or merge;
+* a ledger with no budget (made when ``.dp`` was used on a frame that had none) has
+  charged nothing, so next to a budgeted ledger in the same tree it is ignored:
+  reading ``u.dp.ledger`` does not break ``dd.concat([a, u])``.
+
+One person, one row: through a ``dd.concat``, ``merge`` or ``join`` of two frames
+derived from the same budgeted data (``dd.concat([a, a[a.Age > 60]])``, a frame merged
+with its own aggregates), a person's row can appear several times and a count would
+move by more than one. The tree shows it, and such frames are refused.
+
+Dask's expression optimizer drops the inputs of a ``dd.concat`` that hold none of the
+selected columns, with their rows, and raises ``IndexError`` when none is left
+(dask/dask#12147): :class:`DaskRows` computes a tree holding a concat without it (every
+column of the inputs is read), so its aggregates are exact.
 
 Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column selection,
 ``assign``, ``astype``, ``rename``, ``drop``, ``fillna``, ``dropna``, ``reset_index``,
@@ -46,25 +66,44 @@ Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column sele
 or a filter), frames derived *before* the budget was set, a second ``dd.read_parquet``
 of the same files (or ``dd.from_pandas`` of equal data) while a frame of the first is
 alive (Dask reuses the expression: equal inputs share one budget), ``dd.from_pandas``
-of a budgeted pandas frame, and ``compute()`` of a ``dd.from_pandas`` frame (its
-partitions carry the handle).
+of a budgeted pandas frame, ``compute()`` of a ``dd.from_pandas`` frame (its
+partitions carry the handle), a parquet round trip of a ``dd.from_pandas`` frame
+(each file stores its partition's handle; ``read_parquet`` reconnects to the live
+ledger); and the combinations of a budgeted frame with inputs that carry no ledger:
+``dd.concat`` with an unbudgeted frame (either order), ``merge`` with a pandas lookup
+table (either side) or a Dask one, and ``repartition``, ``set_index``, ``map_partitions`` and
+a parquet round trip of such a concat (the round trip when its first file holds
+budgeted rows). The other inputs stay unbudgeted, and one lookup table serves frames
+with different budgets.
 
-Refused with :class:`~dpframe.errors.LedgerConflictError` (tested): ``dd.concat`` and
-``merge`` of frames with different ledgers (raised by pandas while Dask builds the
+Refused (tested): with :class:`~dpframe.errors.LedgerConflictError`, ``dd.concat``
+and ``merge`` of frames with different ledgers (raised by pandas while Dask builds the
 metadata), and a release from a frame holding columns (``assign``) or operands
-(``a + b``) of a frame with another ledger, or with a ``where=`` filter built from one.
+(``a + b``) of a frame with another budget, or with a ``where=`` filter built from
+one; with :class:`~dpframe.errors.InvalidParameterError`, a release from a frame that
+can repeat a person's row (above); with :class:`~dpframe.errors.BudgetNotSetError`,
+a release from frames none of whose inputs has a budget.
 
 Not covered (Dask gives no hook):
 
 * ``head()``, ``compute()``, ``to_delayed()`` and ``to_parquet`` of frames read from
   files hand over raw rows without the ledger: that is the data holder's own view,
-  like ``to_numpy()`` in pandas, and ``.dp`` on such a pandas frame starts a new,
-  unlimited ledger;
+  like ``to_numpy()`` in pandas. Read back, such files have no budget, so releases
+  from them are refused with ``BudgetNotSetError`` until a budget is set: set what
+  remains of the original one (``ddf.dp.ledger.remaining``), not a new one;
 * ``persist()`` of a frame whose metadata had no ledger when it was persisted: one
   derived before the budget was set, or ``map_partitions(..., meta=...)`` with a
-  ``meta`` built from scratch, neither touched by ``.dp`` since. The persisted frame
-  keeps only that metadata, so its ``.dp`` starts a new ledger. Set the budget before
-  deriving (or read ``.dp.ledger`` on the frame before persisting it);
+  ``meta`` built from scratch, neither touched by ``.dp`` since, and any concat or
+  merge with an input that carries no ledger (pandas dropped it from the metadata,
+  and persist keeps nothing else). Releases from it are refused with
+  ``BudgetNotSetError``. Persist the inputs and combine them afterwards
+  (``dd.concat([a.persist(), u.persist()])``), or set the budget before deriving;
+* likewise, ``to_parquet`` of such a combination: ``read_parquet`` takes the metadata
+  of the first file, which has no ledger when it holds the unbudgeted input's rows;
+* once persisted or written to files, a frame that repeats a person's row no longer
+  shows it: release from the combination before persisting it. Nor does anything show
+  a ``merge`` whose keys repeat in the other input (a lookup table with duplicate
+  keys): merge only on keys that are unique in the other input;
 * reading the same files again after every frame of the first read was garbage
   collected builds new metadata, hence a new ledger, as re-reading a file in pandas
   does.
@@ -92,6 +131,7 @@ from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import (
     DomainError,
+    DPFrameError,
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
@@ -125,69 +165,205 @@ def _pandas_source(expr: Any) -> _Carrier | None:
     return source if isinstance(source, pd.DataFrame | pd.Series) else None
 
 
-def _carriers(frame: Any) -> list[_Carrier]:
-    """Where a Dask frame's ledger may be held: its own metadata first, then the metadata
-    of every other expression of its tree and the pandas frames it was built from."""
-    found: dict[int, _Carrier] = {}
+def _expression_meta(expr: Any) -> _Carrier | None:
+    """An expression's metadata, or None when it has none (a delayed object's list...)."""
+    try:
+        meta = getattr(expr, "_meta", None)
+    except NotImplementedError:  # e.g. the list of delayed objects under from_delayed
+        return None
+    return meta if isinstance(meta, pd.DataFrame | pd.Series) else None
+
+
+def _combination(expr: Any) -> str | None:
+    """How an expression combines frames: ``"concat"`` (``dd.concat`` of rows),
+    ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), or None."""
+    classes = {cls.__name__ for cls in type(expr).__mro__}
+    if classes & {"Merge", "JoinRecursive"}:
+        return "merge"
+    if "ConcatUnindexed" in classes:  # what concat(axis=1) is lowered to
+        return "columns"
+    if "Concat" in classes:
+        return "concat" if expr.operand("axis") in (0, "index") else "columns"
+    return None
+
+
+@dataclass(frozen=True)
+class _Node:
+    """One expression of a Dask frame's tree, as the ledger lookup sees it."""
+
+    carriers: tuple[_Carrier, ...]  # its metadata, and the pandas frame of dd.from_pandas
+    dependencies: tuple[str, ...]  # the names of its inputs (an input given twice counts twice)
+    combination: str | None  # see _combination
+
+
+def _tree(frame: Any) -> dict[str, _Node]:
+    """Every expression of a Dask collection's tree, by name, the collection's own first."""
+    nodes: dict[str, _Node] = {}
     for expr in frame.expr.walk():
-        try:
-            meta = expr._meta
-        except NotImplementedError:  # e.g. the list of delayed objects under from_delayed
-            meta = None
-        for carrier in (meta, _pandas_source(expr)):
-            if isinstance(carrier, pd.DataFrame | pd.Series):
-                found.setdefault(id(carrier), carrier)
-    return list(found.values())
+        carriers = (_expression_meta(expr), _pandas_source(expr))
+        nodes[expr._name] = _Node(
+            tuple(c for c in carriers if c is not None),
+            tuple(dep._name for dep in expr.dependencies()),
+            _combination(expr),
+        )
+    return nodes
 
 
-def _ledgers(carriers: Sequence[_Carrier]) -> list[Ledger]:
-    """The distinct ledgers held by ``carriers``, in order."""
+def _held(carrier: _Carrier) -> Ledger | None:
+    """The ledger ``carrier`` holds (a saved record is reconnected to its live ledger)."""
+    if _attrs.ATTRS_KEY not in carrier.attrs:
+        return None
+    return _attrs.ledger_of(carrier, create=False)
+
+
+def _ledgers(tree: dict[str, _Node]) -> list[Ledger]:
+    """The distinct ledgers held anywhere in ``tree``, in the order of Dask's walk."""
     found: list[Ledger] = []
-    for carrier in carriers:
-        if _attrs.ATTRS_KEY not in carrier.attrs:
-            continue
-        ledger = _attrs.ledger_of(carrier, create=False)
-        if ledger is not None and all(ledger is not seen for seen in found):
-            found.append(ledger)
+    for node in tree.values():
+        for carrier in node.carriers:
+            ledger = _held(carrier)
+            if ledger is not None and all(ledger is not seen for seen in found):
+                found.append(ledger)
     return found
+
+
+def _derived_from(tree: dict[str, _Node], ledger: Ledger) -> set[str]:
+    """The expressions that hold ``ledger``, and every expression computed from them.
+
+    These are the budgeted data and the frames derived from it. The other inputs of a
+    concat, a merge or an assign (a public lookup table, a frame with no budget) are
+    not among them: their data is not this budget's, and they may be combined with
+    other budgeted frames later.
+    """
+    users: dict[str, list[str]] = {name: [] for name in tree}
+    for name, node in tree.items():
+        for dependency in node.dependencies:
+            users[dependency].append(name)
+    pending = [
+        name for name, node in tree.items() if any(_held(c) is ledger for c in node.carriers)
+    ]
+    derived: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name not in derived:
+            derived.add(name)
+            pending.extend(users[name])
+    return derived
+
+
+def _lineage(tree: dict[str, _Node], root: str) -> set[str]:
+    """``root`` and the expressions it is computed from, up to (and with) a concat or merge.
+
+    A budget set on a frame covers the data it was derived from (a parquet reader, the
+    pandas frame of ``dd.from_pandas``), but not the inputs of a combination: they may
+    be lookup tables, or data combined with other budgeted frames later.
+    """
+    lineage: set[str] = set()
+    pending = [root]
+    while pending:
+        name = pending.pop()
+        if name not in lineage:
+            lineage.add(name)
+            if tree[name].combination is None:
+                pending.extend(tree[name].dependencies)
+    return lineage
 
 
 def _conflict(ledgers: Sequence[Ledger], what: str) -> LedgerConflictError:
     ids = " and ".join(f"{ledger.id[:8]}…" for ledger in ledgers[:2])
+    unset = (
+        " One of them has no budget yet: .dp made it when it was first used on a frame "
+        "that had none."
+        if any(not ledger.budget_set for ledger in ledgers[:2])
+        else ""
+    )
     return LedgerConflictError(
         f"{what} comes from frames that spend different privacy budgets (ledgers {ids}), "
         f"for example a column assigned from, or an operation with, another budgeted "
-        f"frame; one release cannot be charged to a single budget. Release from each frame "
-        f"separately, or combine the raw data first and call .dp.set_budget once on the "
-        f"combined frame."
+        f"frame; one release cannot be charged to a single budget.{unset} Release from each "
+        f"frame separately, or combine the raw data first and call .dp.set_budget once on "
+        f"the combined frame."
     )
+
+
+def _resolve(frame: Any) -> tuple[Ledger, dict[str, _Node], set[str]]:
+    """The frame's ledger, its tree, and the expressions derived from the budgeted data.
+
+    See :func:`dask_ledger`.
+    """
+    tree = _tree(frame)
+    found = _ledgers(tree)
+    budgeted = [ledger for ledger in found if ledger.budget_set]
+    if len(budgeted) > 1:
+        raise _conflict(budgeted, "This Dask DataFrame")
+    own: _Carrier = frame._meta  # the frame's own metadata
+    if budgeted:
+        # Ledgers with no budget charge nothing: their frames count as unbudgeted inputs.
+        ledger, derived = budgeted[0], _derived_from(tree, budgeted[0])
+    elif found:
+        mine = _held(own)
+        if len(found) > 1 and mine is None:
+            raise _conflict(found, "This Dask DataFrame")
+        ledger = found[0] if mine is None else mine
+        derived = _derived_from(tree, ledger)
+    else:  # a new ledger, with no budget yet, starts on the frame's own metadata
+        created = _attrs.ledger_of(own)
+        if created is None:  # pragma: no cover - create=True always returns a ledger
+            raise DPFrameError("internal error: no ledger")
+        ledger, derived = created, _lineage(tree, frame.expr._name)
+    for name in derived:
+        for carrier in tree[name].carriers:
+            if _attrs.ATTRS_KEY not in carrier.attrs:
+                _attrs.attach(carrier, ledger)
+    return ledger, tree, derived
 
 
 def dask_ledger(frame: Any) -> Ledger:
     """The ledger of a Dask DataFrame: the one found in its expression tree, else a new one.
 
-    The ledger is then stamped on every carrier of the tree that has none (the metadata
-    of each expression, the pandas frames of ``dd.from_pandas``), so that frames Dask
-    derives later, including the rewritten expressions of ``optimize()`` and
-    ``persist()``, inherit it through pandas' ``attrs``.
+    The ledger is then stamped on every expression of the tree that holds none and is
+    derived from the budgeted data (its metadata, and the pandas frame that
+    ``dd.from_pandas`` wraps), so that frames Dask derives later, including the
+    rewritten expressions of ``optimize()`` and ``persist()``, inherit it through
+    pandas' ``attrs``. The other inputs of a concat or merge (a lookup table, a frame
+    with no budget) are left alone. A new ledger (no budget yet) starts on the frame's
+    own metadata and is stamped on what the frame was derived from, up to the inputs of
+    a concat or merge.
+
+    Ledgers with no budget (made when ``.dp`` was used on a frame that had none) have
+    charged nothing: when the tree also holds a budgeted ledger, their frames count as
+    inputs without a ledger, so looking at an input's ``.dp.ledger`` does not break a
+    combination made from it.
 
     Raises
     ------
     LedgerConflictError
-        When the tree holds two different ledgers.
+        When the tree holds two ledgers with a budget, or, with no budget anywhere,
+        two ledgers neither of which is the frame's own.
     """
-    carriers = _carriers(frame)
-    found = _ledgers(carriers)
-    if len(found) > 1:
-        raise _conflict(found, "This Dask DataFrame")
-    own = carriers[0]  # the frame's own metadata (walk yields the frame's expression first)
-    ledger = found[0] if found else _attrs.ledger_of(own)
-    if ledger is None:  # pragma: no cover - create=True always returns a ledger
-        raise RuntimeError("internal error: no ledger")
-    for carrier in carriers:
-        if _attrs.ATTRS_KEY not in carrier.attrs:
-            _attrs.attach(carrier, ledger)
-    return ledger
+    return _resolve(frame)[0]
+
+
+def _repeated_rows(tree: dict[str, _Node], derived: set[str]) -> str | None:
+    """A concat or merge of two inputs derived from the budgeted data ("concat" or
+    "merge"), or None: through it, one person's row can reach the frame twice or more."""
+    for node in tree.values():
+        budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
+        if node.combination in ("concat", "merge") and budgeted_inputs > 1:
+            return node.combination
+    return None
+
+
+def _refuse_repeated_rows(ledger: Ledger, combination: str) -> InvalidParameterError:
+    what = "dd.concat" if combination == "concat" else "a merge or join"
+    return InvalidParameterError(
+        f"This Dask DataFrame is built with {what} of two frames derived from the same "
+        f"budgeted data (ledger {ledger.id[:8]}…), so one person's row can appear in it more "
+        f"than once, and a release from it would cost more privacy than the epsilon charged. "
+        f"Release from each frame separately (both are charged to the same budget), or "
+        f"select the rows with one filter instead, e.g. "
+        f'ddf[(ddf["Age"] < 18) | (ddf["Age"] >= 65)] or where=.'
+    )
 
 
 # ---------------------------------------------------------------- what runs on each partition
@@ -242,6 +418,19 @@ def _sum_arrays(*parts: NDArray[Any]) -> NDArray[Any]:
 # ---------------------------------------------------------------- the backend
 
 
+def _safe_to_optimize(frame: Any) -> bool:
+    """Whether Dask's expression optimizer computes ``frame``'s rows exactly (no concat).
+
+    Dask (2026.8.0) pushes a column selection into each input of a ``dd.concat`` and
+    drops the inputs that hold none of the selected columns, with their rows: a count
+    over ``dd.concat([a, b])[["x"]]`` misses ``b``'s rows when ``b`` has no ``x``, and
+    when no input is left (a count selects no column) it raises ``IndexError``
+    (dask/dask#12147). So a tree holding a concat is computed as written: every column
+    of its inputs is read, and the aggregates are exact.
+    """
+    return not any(_combination(expr) in ("concat", "columns") for expr in frame.expr.walk())
+
+
 @dataclass(frozen=True)
 class _Filter:
     """A validated row filter: a boolean Dask Series co-partitioned with the frame."""
@@ -285,8 +474,9 @@ class DaskRows:
         """Run ``query`` on every partition and add the results exactly, in one Dask compute.
 
         Only the needed columns are selected, so Dask reads no others (column pruning
-        reaches the parquet reader). The query travels to the workers once, as one graph
-        key shared by every partition task.
+        reaches the parquet reader), except below a ``dd.concat`` (see
+        :func:`_safe_to_optimize`). The query travels to the workers once, as one graph key
+        shared by every partition task.
         """
         frame = self._frame
         needed = list(dict.fromkeys(columns))
@@ -297,13 +487,15 @@ class DaskRows:
             frame = frame.assign(**{mask: self._where.series})
             needed.append(mask)
             query = _Query(query.kind, query.groups, query.column, query.grid, mask)
+        selected = frame[needed]
+        partitions = selected.to_delayed(optimize_graph=_safe_to_optimize(selected))
         # Readable task names (dpframe-aggregate, dpframe-sum), unique to this call.
         token = uuid.uuid4().hex
         shared_query = delayed(query, name=f"dpframe-query-{token}")
         chunk, combine = delayed(_partition_aggregate), delayed(_sum_arrays)
         parts = [
             chunk(part, shared_query, dask_key_name=(f"dpframe-aggregate-{token}", i))
-            for i, part in enumerate(frame[needed].to_delayed())
+            for i, part in enumerate(partitions)
         ]
         level = 0
         while len(parts) > 1:
@@ -393,6 +585,11 @@ class DaskBackend:
         are refused: their rows cannot be matched to the partitions without reading the
         data.
         """
+        # The ledger the release will be charged to; refuse data that repeats its rows.
+        ledger, tree, derived = _resolve(self._frame)
+        repeated = _repeated_rows(tree, derived)
+        if repeated is not None:
+            raise _refuse_repeated_rows(ledger, repeated)
         if where is None:
             return DaskRows(self._frame, None)
         if isinstance(where, str):
@@ -414,11 +611,15 @@ class DaskBackend:
                 "where is a Dask Series partitioned differently from the frame; build it from "
                 "the same frame, e.g. where=ddf['Age'] >= 18, or pass an expression string."
             )
-        own = _ledgers(_carriers(self._frame))
-        other = _ledgers(_carriers(where))
-        foreign = [ledger for ledger in other if all(ledger is not mine for mine in own)]
+        where_tree = _tree(where)
+        foreign = [
+            other for other in _ledgers(where_tree) if other is not ledger and other.budget_set
+        ]
         if foreign:
-            raise _conflict([*own, *foreign] if own else foreign * 2, "where=")
+            raise _conflict([ledger, foreign[0]], "where=")
+        repeated = _repeated_rows(where_tree, _derived_from(where_tree, ledger))
+        if repeated is not None:
+            raise _refuse_repeated_rows(ledger, repeated)
         return DaskRows(self._frame, _Filter(where))
 
 
