@@ -130,6 +130,8 @@ class _LedgerHandle(dict[str, Any]):
             return False
         if other_id == self.ledger.id:
             return True
+        if _unused(other) or _unused(self):
+            return False  # a ledger nobody budgeted or spent (a peek at .dp): pandas drops attrs
         raise LedgerConflictError(
             f"These frames spend different privacy budgets (ledger {self.ledger.id[:8]}… "
             f"and ledger {other_id[:8]}…), so combining them would silently drop one "
@@ -168,6 +170,15 @@ def handle_of(ledger: Ledger) -> _LedgerHandle:
         handle = _LedgerHandle(ledger)
         ledger._attachment = handle
     return handle
+
+
+def _unused(value: object) -> bool:
+    """Whether a handle or record belongs to a ledger with no budget and no spending."""
+    if isinstance(value, _LedgerHandle):
+        return not value.ledger.budget_set and not len(value.ledger.history)
+    if isinstance(value, dict):
+        return value.get("budget_set") is False and not value.get("history")
+    return False
 
 
 def _record_id(value: object) -> str | None:

@@ -70,7 +70,7 @@ _LEDGER_LOST = (
     "pandas drops the ledger (kept in df.attrs) when it builds a frame that is not derived "
     "from this one through attrs: pd.DataFrame(df), pivot, groupby(...).agg(func), "
     "value_counts, pd.crosstab, a merge/join/concat with a frame that carries no ledger "
-    "(use df.dp.merge / df.dp.join / dpframe.concat, which keep it), reading a CSV, or a frame "
+    "(use df.dp.merge or df.dp.join, which keep it), reading a CSV, or a frame "
     "derived from this data before set_budget was called (derive it again after); with "
     "Dask, persist() or to_parquet() of a concat or merge with a frame that has no ledger "
     "(persist the inputs, then combine them)"

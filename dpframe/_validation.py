@@ -641,7 +641,8 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
             where = frame.eval(where)
         except Exception as exc:  # pandas raises many kinds; report them all as our own
             raise InvalidParameterError(
-                f"where={where!r} could not be evaluated on the frame ({exc}). Use a pandas "
+                f"where={where!r} could not be evaluated on the frame "
+                f"({type(exc).__name__}: check its column names and types). Use a pandas "
                 f'expression such as where="Age >= 18" or a boolean Series.'
             ) from exc
     if isinstance(where, pd.Series):

@@ -36,6 +36,7 @@ from dpframe.errors import (  # noqa: E402
     InvalidParameterTypeError,
     LedgerConflictError,
     MissingColumnError,
+    PrivacyUnitError,
 )
 from tests._stats import FALSE_ALARM, chi_square_pvalue, two_sided_geometric_pmf  # noqa: E402
 from tests.conftest import WordCounter, budgeted  # noqa: E402
@@ -691,7 +692,7 @@ def test_frames_that_repeat_a_persons_row_are_refused(
         lambda: repeated.dp.count(epsilon=1.0, where="Age > 20"),
         lambda: repeated.dp.sum("Age", epsilon=1.0, bounds=(0, 100)),
     ):
-        _refuses(client, ddf, call, InvalidParameterError, "more than once")
+        _refuses(client, ddf, call, PrivacyUnitError, "more than once")
     assert ddf.dp.ledger.spent.epsilon == 0
 
 

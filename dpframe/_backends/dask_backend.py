@@ -135,6 +135,7 @@ from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
+    PrivacyUnitError,
 )
 
 __all__ = ["DaskBackend", "DaskRows", "dask_ledger"]
@@ -354,9 +355,9 @@ def _repeated_rows(tree: dict[str, _Node], derived: set[str]) -> str | None:
     return None
 
 
-def _refuse_repeated_rows(ledger: Ledger, combination: str) -> InvalidParameterError:
+def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
     what = "dd.concat" if combination == "concat" else "a merge or join"
-    return InvalidParameterError(
+    return PrivacyUnitError(
         f"This Dask DataFrame is built with {what} of two frames derived from the same "
         f"budgeted data (ledger {ledger.id[:8]}…), so one person's row can appear in it more "
         f"than once, and a release from it would cost more privacy than the epsilon charged. "
