@@ -13,25 +13,31 @@ seeded mechanisms, and :mod:`dpframe.datasets` synthetic data to try them on.
 
 from __future__ import annotations
 
-from dpframe import _attrs, _persistence, datasets, errors, mechanisms, plotting
+from dpframe import _attrs, _persistence, _series, datasets, errors, mechanisms, plotting
 from dpframe._accessor import DPAccessor, dp
 from dpframe._backends import pandas_backend
 from dpframe._budget import Budget
 from dpframe._dask_hook import register_dask_when_imported
+from dpframe._groupby import DPGroupBy, DPSeriesGroupBy
 from dpframe._ledger import Ledger
 from dpframe._results import DPBool, DPFloat, DPInt, release_info
+from dpframe._series import DPSeriesAccessor
 
 register_dask_when_imported()
 
-# Imported for their side effects: the ledger's observers and the pandas backend.
-del _attrs, _persistence, pandas_backend
+# Imported for their side effects: the ledger's observers, the pandas backend and the
+# Series accessor.
+del _attrs, _persistence, _series, pandas_backend
 
 __all__ = [
     "Budget",
     "DPAccessor",
     "DPBool",
     "DPFloat",
+    "DPGroupBy",
     "DPInt",
+    "DPSeriesAccessor",
+    "DPSeriesGroupBy",
     "Ledger",
     "__version__",
     "datasets",

@@ -16,19 +16,29 @@ Every method reads top to bottom, in the same five steps:
 
 from __future__ import annotations
 
-import collections
-import sys
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
-from dpframe import _attrs, _decisions, _plans, _results, _tables, _validation, mechanisms
+from dpframe import (
+    _attrs,
+    _decisions,
+    _moments,
+    _plans,
+    _quantiles,
+    _results,
+    _tables,
+    _validation,
+    mechanisms,
+)
 from dpframe._backends import Backend, Group, SumGrid, backend_for
+from dpframe._groupby import DPGroupBy
 from dpframe._ledger import Ledger, encode_key
+from dpframe._moments import Statistic
 from dpframe._release import call_metadata
 from dpframe._typing import (
     AutoBounds,
@@ -55,13 +65,16 @@ if TYPE_CHECKING:
 __all__ = ["DPAccessor", "dp"]
 
 
-def _resolved(where: Where) -> Where:
-    """``where=`` checked row-wise, its ``@names`` read where the ``.dp`` method was called."""
-    if isinstance(where, str) and "@" in where:
-        caller = sys._getframe(2)  # 0: here, 1: the accessor method, 2: the user's code
-        scope = collections.ChainMap(caller.f_locals, caller.f_globals)
-        return cast(Where, _validation.where_condition(where, scope))
-    return cast(Where, _validation.where_condition(where, {}))
+def _noisy_parts(
+    moment: _plans.MomentRelease,
+    exact: Sequence[NDArray[Any]],
+    rng: np.random.Generator | None,
+) -> list[NDArray[np.float64]]:
+    """Each part of a moment (count, centred sums) plus its geometric noise, in its units."""
+    return [
+        _noisy_units(np.asarray(table).reshape(-1), part.epsilon, grid, rng)
+        for part, grid, table in zip(moment.plan.parts, moment.grids, exact, strict=True)
+    ]
 
 
 def _where_text(where: Where) -> str | None:
@@ -478,7 +491,7 @@ class DPAccessor:
         >>> dpframe.release_info(by_sex)["noise_error_bound"]
         6.0
         """
-        where = _resolved(where)
+        where = _validation.where_in_caller(where)
         eps = _validation.epsilon(epsilon)
         keep_nonnegative = _validation.flag(nonnegative, "nonnegative")
         generator = _validation.rng(rng)
@@ -604,7 +617,7 @@ class DPAccessor:
         >>> dpframe.release_info(total)["bounds"]
         [0.0, 100.0]
         """
-        where = _resolved(where)
+        where = _validation.where_in_caller(where)
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
@@ -637,7 +650,656 @@ class DPAccessor:
         info = call_metadata(spending.parts)
         if not groups:
             return _results.real(float(noisy[0]), info)
-        return _results.series(noisy, _tables.labels(groups), f"sum of {column}", info)
+        return _results.series(noisy, _tables.labels(groups), str(column), info)
+
+    # ------------------------------------------------------------ means, variances, quantiles
+
+    def mean(
+        self,
+        column: ColumnLabel,
+        *,
+        epsilon: PrivacyAmount,
+        bounds: Bounds,
+        by: Columns | None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPFloat | pd.Series[float]:
+        """Noisy mean of a numeric column (values clamped into ``bounds``), overall or per group.
+
+        Parameters
+        ----------
+        column : column name
+            A numeric column; missing values are skipped, as pandas does.
+        epsilon : float
+            Privacy budget of this call (> 0), split evenly between a count and a sum.
+        bounds : (lo, hi)
+            Declared range of one value; every value is clamped into it.
+        by : column name or list of names, optional
+            A mean per group over the declared domains (as for :meth:`count`).
+        where : str, bool Series or bool array, optional
+            Use only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys of grouping columns for this call.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        DPFloat or pandas.Series
+            The mean, or a Series like ``df.groupby(by)[column].mean()`` over the declared
+            domain (NaN where the noisy count is below 1, as pandas gives NaN for an empty
+            group). :func:`dpframe.release_info` gives ``noise_interval``.
+
+        See Also
+        --------
+        var : The variance, from the same kind of parts.
+        median : A robust middle.
+        sum : The noisy sum alone.
+
+        Notes
+        -----
+        Neighbouring data sets differ by one row. Values are clamped into the bounds and
+        centred on their midpoint ``m``; the count ``N`` (sensitivity 1) and the centred
+        sum ``S`` (sensitivity ``(hi - lo)/2``) are summed exactly on fixed-point grids
+        and noised with the exact geometric mechanism, ``epsilon/2`` each, and the mean
+        is ``m + S/N`` (Google's BoundedMean construction; see
+        ``dpframe._moments.moment_plan``). The interval ``noise_interval`` holds the mean
+        of the clamped values with probability at least 95%, from the exact noise
+        distributions (union bound over the two parts); it excludes clamping bias.
+
+        References
+        ----------
+        Seed ``004_2d340d4f6924174c.txt`` (bounds); Wilson et al., "Differentially private
+        SQL with bounded user contribution", PoPETs 2020 (Google's bounded mean).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+        >>> ages = df.dp.mean("Age", epsilon=0.5, bounds=(0, 100), by="Sex")
+        >>> list(ages.index), ages.name
+        (['M', 'F'], 'Age')
+        """
+        where = _validation.where_in_caller(where)
+        return self._moment("mean", column, epsilon, bounds, 0, by, where, domain, rng)
+
+    def var(
+        self,
+        column: ColumnLabel,
+        *,
+        epsilon: PrivacyAmount,
+        bounds: Bounds,
+        ddof: int = 1,
+        by: Columns | None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPFloat | pd.Series[float]:
+        """Noisy variance of a numeric column (values clamped into ``bounds``).
+
+        Parameters
+        ----------
+        column : column name
+            A numeric column; missing values are skipped.
+        epsilon : float
+            Privacy budget of this call (> 0), split evenly between a count, a centred
+            sum and a centred sum of squares.
+        bounds : (lo, hi)
+            Declared range of one value.
+        ddof : int, default 1
+            Delta degrees of freedom, as in pandas (divisor ``N - ddof``).
+        by : column name or list of names, optional
+            A variance per group over the declared domains.
+        where : str, bool Series or bool array, optional
+            Use only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys of grouping columns for this call.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        DPFloat or pandas.Series
+            The variance (NaN where the noisy count is at most ``ddof``).
+
+        See Also
+        --------
+        std : Its square root.
+        mean : The mean, from a count and a centred sum.
+
+        Notes
+        -----
+        As :meth:`mean`, with a third part: the centred sum of squares
+        ``Σ ((x - m)² - h²/2)`` (sensitivity ``h²/2``, ``h = (hi - lo)/2``), so bounds far
+        from zero cost no extra noise. ``var = (Q + N h²/2 - S²/N) / (N - ddof)``; the
+        interval covers the variance of the clamped values with probability at least 95%.
+
+        References
+        ----------
+        Wilson et al., PoPETs 2020 (Google's BoundedVariance), with the squares centred.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> spread = df.dp.var("Age", epsilon=0.5, bounds=(0, 100))
+        >>> sorted(dpframe.release_info(spread)["noise_interval"])
+        ['lower', 'upper']
+        """
+        where = _validation.where_in_caller(where)
+        return self._moment("var", column, epsilon, bounds, ddof, by, where, domain, rng)
+
+    def std(
+        self,
+        column: ColumnLabel,
+        *,
+        epsilon: PrivacyAmount,
+        bounds: Bounds,
+        ddof: int = 1,
+        by: Columns | None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPFloat | pd.Series[float]:
+        """Noisy standard deviation: the square root of :meth:`var` (same parameters).
+
+        Parameters
+        ----------
+        column : column name
+            A numeric column; missing values are skipped.
+        epsilon : float
+            Privacy budget of this call (> 0).
+        bounds : (lo, hi)
+            Declared range of one value.
+        ddof : int, default 1
+            Delta degrees of freedom, as in pandas.
+        by : column name or list of names, optional
+            A standard deviation per group over the declared domains.
+        where : str, bool Series or bool array, optional
+            Use only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys of grouping columns for this call.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        DPFloat or pandas.Series
+            The standard deviation.
+
+        See Also
+        --------
+        var : The variance it is the root of.
+
+        Notes
+        -----
+        Post-processing of :meth:`var`: the same parts, privacy and intervals (square
+        roots of the variance's).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> 0 <= df.dp.std("Age", epsilon=0.5, bounds=(0, 100)) <= 50
+        True
+        """
+        where = _validation.where_in_caller(where)
+        return self._moment("std", column, epsilon, bounds, ddof, by, where, domain, rng)
+
+    def _moment(
+        self,
+        statistic: Statistic,
+        column: ColumnLabel,
+        epsilon: PrivacyAmount,
+        bounds: Bounds,
+        ddof: int,
+        by: Columns | None,
+        where: Where,
+        domain: Domain | None,
+        rng: RNGLike | None,
+    ) -> _results.DPFloat | pd.Series[float]:
+        """Release a mean, variance or standard deviation: its parts, then the estimate."""
+        eps = _validation.epsilon(epsilon)
+        generator = _validation.rng(rng)
+        values = self._backend.numeric_column(column, "column")
+        groups = [] if by is None else self._groups(by, domain, "by")
+        rows = self._backend.rows(where)
+        scope = self._scope(statistic, [column], groups, where, generator)
+        moment = _plans.moment_release(scope, statistic, eps, _validation.sum_bounds(bounds), ddof)
+
+        with self.ledger.transaction(eps) as spending:
+            noisy = _noisy_parts(moment, rows.sum_tables(values, moment.grids, groups), generator)
+            spending.drawn(*moment.parts)
+
+        estimate = _moments.moment_estimate(moment.plan, noisy, alpha=_plans.ALPHA)
+        interval = {"lower": estimate.lower.tolist(), "upper": estimate.upper.tolist()}
+        summary = moment.summary.replace(
+            details=(*moment.summary.details, ("noise_interval", interval))
+        )
+        info = call_metadata(spending.parts, summary)
+        if not groups:
+            return _results.real(float(estimate.estimate[0]), info)
+        return _results.series(estimate.estimate, _tables.labels(groups), str(column), info)
+
+    def quantile(
+        self,
+        column: ColumnLabel,
+        q: float | Sequence[float] = 0.5,
+        *,
+        epsilon: PrivacyAmount,
+        bounds: Bounds,
+        candidates: ArrayLike | None = None,
+        by: Columns | None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPFloat | pd.Series[float]:
+        """Noisy quantile(s) of a numeric column, chosen from a declared grid of candidates.
+
+        Parameters
+        ----------
+        column : column name
+            A numeric column; missing values are skipped.
+        q : float or list of float, default 0.5
+            Quantile(s) in [0, 1], as in pandas.
+        epsilon : float
+            Privacy budget of this call (> 0), split evenly between the quantiles.
+        bounds : (lo, hi)
+            Declared range of one value; values are clamped into it.
+        candidates : array_like of float, optional
+            The grid the release is chosen from (sorted, inside the bounds, declared
+            without looking at the data); default 4097 evenly spaced points.
+        by : column name or list of names, optional
+            Quantiles per group over the declared domains.
+        where : str, bool Series or bool array, optional
+            Use only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys of grouping columns for this call.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        DPFloat or pandas.Series
+            Labelled as pandas labels ``Series.quantile`` (a float, or a Series indexed by
+            ``q``) and ``groupby(by)[column].quantile`` (indexed by the groups, then ``q``).
+
+        See Also
+        --------
+        median : The 0.5 quantile.
+        dpframe.mechanisms.quantile : The mechanism.
+
+        Notes
+        -----
+        The exact counts of values per candidate cell are computed by the backend; the
+        release is report-noisy-max of integer rank scores with exact geometric noise
+        (:func:`dpframe.mechanisms.quantile_of_counts`). The error bar is in ranks
+        (``rank_error_bound``) plus the grid's ``value_resolution``; clamping bias is
+        not covered. Groups hold disjoint rows, so one ``epsilon`` covers all of them.
+
+        References
+        ----------
+        Smith, STOC 2011; Dwork and Roth 2014, section 3.3 (report-noisy-max).
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> quartiles = df.dp.quantile("Age", [0.25, 0.75], epsilon=0.5, bounds=(0, 100))
+        >>> list(quartiles.index)
+        [0.25, 0.75]
+        """
+        where = _validation.where_in_caller(where)
+        eps = _validation.epsilon(epsilon)
+        generator = _validation.rng(rng)
+        values = self._backend.numeric_column(column, "column")
+        groups = [] if by is None else self._groups(by, domain, "by")
+        rows = self._backend.rows(where)
+        checked = _validation.sum_bounds(bounds)
+        grid, _ = _quantiles.candidate_cells(checked, candidates)
+        scope = self._scope("quantile", [column], groups, where, generator)
+        release = _plans.quantile_release(scope, eps, q, checked, grid)
+
+        with self.ledger.transaction(eps) as spending:
+            counts = rows.cell_table(values, grid, groups).reshape(-1, grid.size)
+            released = mechanisms.quantile_of_counts(
+                counts, q, epsilon=eps, bounds=checked, candidates=grid, rng=generator
+            )
+            spending.drawn(release)
+
+        return _tables.quantile_result(released, q, groups, column, call_metadata([release]))
+
+    def median(
+        self,
+        column: ColumnLabel,
+        *,
+        epsilon: PrivacyAmount,
+        bounds: Bounds,
+        candidates: ArrayLike | None = None,
+        by: Columns | None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPFloat | pd.Series[float]:
+        """Noisy median: :meth:`quantile` at 0.5 (same parameters).
+
+        Parameters
+        ----------
+        column : column name
+            A numeric column; missing values are skipped.
+        epsilon : float
+            Privacy budget of this call (> 0).
+        bounds : (lo, hi)
+            Declared range of one value.
+        candidates : array_like of float, optional
+            The grid the release is chosen from.
+        by : column name or list of names, optional
+            A median per group over the declared domains.
+        where : str, bool Series or bool array, optional
+            Use only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys of grouping columns for this call.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        DPFloat or pandas.Series
+            The median, or one per group.
+
+        See Also
+        --------
+        quantile : Any quantile.
+        mean : The mean.
+
+        Notes
+        -----
+        As :meth:`quantile` with ``q=0.5``.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> import numpy as np
+        >>> from dpframe.datasets import census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0)
+        >>> middle = df.dp.median("Age", epsilon=0.5, bounds=(0, 100), candidates=np.arange(101))
+        >>> float(middle).is_integer()
+        True
+        """
+        where = _validation.where_in_caller(where)
+        return self.quantile(
+            column,
+            0.5,
+            epsilon=epsilon,
+            bounds=bounds,
+            candidates=candidates,
+            by=by,
+            where=where,
+            domain=domain,
+            rng=rng,
+        )
+
+    # ------------------------------------------------------------ value counts and describe
+
+    def value_counts(
+        self,
+        column: ColumnLabel,
+        *,
+        epsilon: PrivacyAmount,
+        normalize: bool = False,
+        sort: bool = True,
+        ascending: bool = False,
+        dropna: bool = True,
+        nonnegative: bool = False,
+        where: Where = None,
+        domain: Domain | None = None,
+        rng: RNGLike | None = None,
+    ) -> pd.Series[float]:
+        """Noisy ``df[column].value_counts()`` over the column's declared domain.
+
+        Parameters
+        ----------
+        column : column name
+            The column whose keys are counted (its keys come from the declared domain).
+        epsilon : float
+            Privacy budget of this call (> 0).
+        normalize : bool, default False
+            Shares of the noisy total instead of counts, with an interval for each
+            (``noise_interval``), as for a normalized :meth:`crosstab`.
+        sort : bool, default True
+            Sort by the noisy counts (post-processing), as pandas does.
+        ascending : bool, default False
+            Sort order.
+        dropna : bool, default True
+            As in pandas: with ``False``, rows whose key is missing get a NaN entry.
+        nonnegative : bool, default False
+            Set negative noisy counts to 0 (before normalizing).
+        where : str, bool Series or bool array, optional
+            Count only the rows satisfying this condition.
+        domain : dict, optional
+            Declared keys of ``column`` for this call.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        pandas.Series
+            Named ``count`` (or ``proportion``), indexed by the keys, like pandas'.
+            Every declared key is there, seen or not: which keys occur is private.
+
+        See Also
+        --------
+        count : The same counts in the declared order.
+
+        Notes
+        -----
+        One row is in one cell (sensitivity 1, parallel composition): the counts are one
+        ``epsilon``-DP release with exact geometric noise; sorting and normalizing are
+        post-processing.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+        >>> jobs = df.dp.value_counts("Occupation", epsilon=0.5)
+        >>> jobs.name, jobs.index.name, len(jobs)
+        ('count', 'Occupation', 5)
+        """
+        where = _validation.where_in_caller(where)
+        eps = _validation.epsilon(epsilon)
+        keep_nonnegative = _validation.flag(nonnegative, "nonnegative")
+        for name, value in (("normalize", normalize), ("sort", sort), ("ascending", ascending)):
+            _validation.flag(value, name)
+        groups = self._groups(column, domain, "column")
+        if not _validation.flag(dropna, "dropna"):
+            groups = [group.with_missing_cell() for group in groups]
+        generator = _validation.rng(rng)
+        rows = self._backend.rows(where)
+        scope = self._scope("value_counts", [], groups, where, generator)
+        release = _plans.count_release(scope, eps, ("sorted",) if sort else ())
+
+        with self.ledger.transaction(eps) as spending:
+            noisy = mechanisms.geometric(rows.count_table(groups), epsilon=eps, rng=generator)
+            spending.drawn(release)
+
+        return _tables.value_counts_result(
+            noisy, groups[0], release, normalize, sort, ascending, keep_nonnegative
+        )
+
+    def describe(
+        self,
+        *,
+        epsilon: PrivacyAmount,
+        bounds: Mapping[ColumnLabel, Bounds],
+        percentiles: Sequence[float] = (0.25, 0.5, 0.75),
+        where: Where = None,
+        rng: RNGLike | None = None,
+    ) -> pd.DataFrame:
+        """A noisy ``DataFrame.describe()``: count, mean, std and percentiles per column.
+
+        Parameters
+        ----------
+        epsilon : float
+            Privacy budget of this call (> 0), split evenly between the columns, and in
+            each column half for count, mean and std, half for the percentiles.
+        bounds : dict
+            ``{column: (lo, hi)}``: the numeric columns to describe and their declared
+            ranges.
+        percentiles : sequence of float, default (0.25, 0.5, 0.75)
+            As in pandas.
+        where : str, bool Series or bool array, optional
+            Describe only the rows satisfying this condition.
+        rng : numpy Generator or seed, optional
+            For teaching and tests only; the release is recorded as not private.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Laid out like ``DataFrame.describe()`` without ``min`` and ``max``: the
+            extremes are single values of single people, and no bounded-noise release of
+            them is useful. The split of epsilon is in ``release_info(...)["split"]``.
+
+        See Also
+        --------
+        mean, std, quantile : The statistics, one at a time.
+
+        Notes
+        -----
+        For each column, the count (of non-missing values), mean and standard deviation
+        come from one variance release (:meth:`var`'s parts: count, centred sum, centred
+        sum of squares); the percentiles from one :meth:`quantile` release. All read the
+        same rows, so their costs add (sequential composition): the whole table costs
+        ``epsilon``.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import census
+        >>> df = census(2000, rng=0)
+        >>> df.dp.set_budget(epsilon=2.0)
+        >>> summary = df.dp.describe(epsilon=1.0, bounds={"Age": (0, 100)})
+        >>> list(summary.index)
+        ['count', 'mean', 'std', '25%', '50%', '75%']
+        """
+        where = _validation.where_in_caller(where)
+        eps = _validation.epsilon(epsilon)
+        generator = _validation.rng(rng)
+        columns = _validation.describe_bounds(bounds)
+        for column in columns:
+            self._backend.numeric_column(column, "bounds")
+        rows = self._backend.rows(where)
+        share = eps / (2 * len(columns))
+        plans = [
+            (
+                _plans.moment_release(
+                    self._scope("describe", [c], [], where, generator), "std", share, b, 1
+                ),
+                _plans.quantile_release(
+                    self._scope("describe", [c], [], where, generator), share, percentiles, b, None
+                ),
+            )
+            for c, b in columns.items()
+        ]
+
+        with self.ledger.transaction(eps) as spending:
+            stats = []
+            for column, (moment, quantiles) in zip(columns, plans, strict=True):
+                noisy = _noisy_parts(moment, rows.sum_tables(column, moment.grids, []), generator)
+                spending.drawn(*moment.parts)
+                candidates, _ = _quantiles.candidate_cells(columns[column], None)
+                released = mechanisms.quantile_of_counts(
+                    rows.cell_table(column, candidates, []), percentiles, epsilon=share,
+                    bounds=columns[column], rng=generator,
+                )  # fmt: skip
+                spending.drawn(quantiles)
+                stats.append((moment, noisy, released[0]))
+
+        return _tables.describe_result(columns, percentiles, stats, spending.parts, share)
+
+    # ------------------------------------------------------------ groupby
+
+    def groupby(self, by: Columns, *, domain: Domain | None = None) -> DPGroupBy:
+        """Private ``df.groupby(by)``, as in ``df.dp.groupby("Sex")["Age"].mean(...)``.
+
+        Parameters
+        ----------
+        by : column name or list of names
+            The grouping columns; their keys come from the declared domains.
+        domain : dict, optional
+            Declared keys of the grouping columns, for the calls made through the result.
+
+        Returns
+        -------
+        DPGroupBy
+            Select a column (``[column]``) for ``count``, ``size``, ``sum``, ``mean``,
+            ``var``, ``std``, ``median``, ``quantile`` and ``agg``, each taking ``epsilon``
+            (and ``bounds`` where needed); or call ``size`` directly.
+
+        See Also
+        --------
+        count, mean, quantile : The releases it makes, with ``by``.
+
+        Notes
+        -----
+        Nothing is released or charged until a statistic is asked for; each statistic is
+        the accessor's release with ``by`` (same privacy, ledger and error bars). Unlike
+        ``DataFrame.groupby``, every declared group is in the result (``observed=False``):
+        which groups occur is private.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
+        >>> df = census(1000, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+        >>> means = df.dp.groupby("Sex")["Age"].mean(epsilon=0.5, bounds=(0, 100))
+        >>> list(means.index)
+        ['M', 'F']
+        """
+        _validation.column_names(by, "by")
+        return DPGroupBy(self, by, domain)
+
+    def _count_present(
+        self,
+        column: ColumnLabel,
+        *,
+        epsilon: PrivacyAmount,
+        by: Columns | None,
+        where: Where,
+        domain: Domain | None,
+        rng: RNGLike | None,
+    ) -> pd.Series[int]:
+        """Noisy number of non-missing values of ``column`` per group (``count()``)."""
+        eps = _validation.epsilon(epsilon)
+        generator = _validation.rng(rng)
+        values = self._backend.numeric_column(column, "column")
+        groups = [] if by is None else self._groups(by, domain, "by")
+        rows = self._backend.rows(where)
+        scope = self._scope("count", [column], groups, where, generator)
+        release = _plans.count_release(scope, eps)
+        present = SumGrid(0.0, 1.0, 1.0, present=True, limit=1)
+
+        with self.ledger.transaction(eps) as spending:
+            (exact,) = rows.sum_tables(values, [present], groups)
+            noisy = _noisy_units(np.asarray(exact).reshape(-1), eps, present, generator)
+            spending.drawn(release)
+
+        counts = np.rint(noisy).astype(np.int64)
+        return _results.series(
+            counts, _tables.labels(groups), str(column), call_metadata([release])
+        )
 
     # ------------------------------------------------------------ crosstab
 
@@ -861,7 +1523,7 @@ class DPAccessor:
         >>> df.dp.threshold_decision(min_count=10, epsilon=0.5)
         True
         """
-        where = _resolved(where)
+        where = _validation.where_in_caller(where)
         params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
         generator = _validation.rng(rng)
         rows = self._backend.rows(where)

@@ -759,16 +759,17 @@ class Transaction:
         self._ledger.check(self._epsilon, self._delta)
         return self
 
-    def drawn(self, release: Release) -> None:
-        """Record that ``release``'s noise was drawn: it is charged on exit, whatever happens."""
-        spent_epsilon = sum((p.epsilon for p in self._parts), release.epsilon)
-        spent_delta = sum((p.delta for p in self._parts), release.delta)
+    def drawn(self, *releases: Release) -> None:
+        """Record that these releases' noise was drawn: charged on exit, whatever happens."""
+        parts = [*self._parts, *releases]
+        spent_epsilon = sum((p.epsilon for p in parts), Fraction(0))
+        spent_delta = sum((p.delta for p in parts), Fraction(0))
         if spent_epsilon > self._epsilon or spent_delta > self._delta:
             raise DPFrameError(
                 "internal error: a release drew more than the cost checked for its call; "
                 "please report"
             )
-        self._parts.append(release)
+        self._parts = parts
 
     def __exit__(
         self,

@@ -22,12 +22,15 @@ from numpy.typing import NDArray
 from dpframe import mechanisms
 from dpframe._backends import SumGrid
 from dpframe._backends.kernels import LOG_EDGES, SUM_GRID_BITS
+from dpframe._moments import MomentPlan, Statistic, moment_plan
 from dpframe._release import NOISE_ONLY, NOISE_ONLY_CLAMPED, JSONValue, Release
+from dpframe._typing import Bounds
 from dpframe._validation import CrosstabOptions
 from dpframe.errors import InvalidParameterError
 
 __all__ = [
     "ALPHA",
+    "MomentRelease",
     "Scope",
     "TableBars",
     "TablePlan",
@@ -36,6 +39,8 @@ __all__ = [
     "check_sum_epsilon",
     "count_release",
     "decision_release",
+    "moment_release",
+    "quantile_release",
     "sum_release",
     "table_bars",
     "table_plan",
@@ -304,6 +309,133 @@ def bounds_from_histogram(
         hi = 1.0
     rule = "; ".join(sorted({side[1] for side in (upper, lower) if side is not None}))
     return lo, hi, rule
+
+
+# ---------------------------------------------------------------- moments and quantiles
+
+
+@dataclass(frozen=True)
+class MomentRelease:
+    """A mean, variance or standard deviation: its parts, their grids, and what it is."""
+
+    plan: MomentPlan
+    grids: tuple[SumGrid, ...]
+    parts: tuple[Release, ...]
+    summary: Release
+
+
+_MOMENT_COVERS = (
+    "noise only: [lower, upper] holds the statistic of the values clamped into the bounds "
+    "with probability at least 1 - alpha (union bound over its parts); clamping bias is "
+    "not included"
+)
+
+
+def moment_release(
+    scope: Scope, statistic: Statistic, epsilon: Fraction, bounds: Bounds, ddof: int
+) -> MomentRelease:
+    """Plan a moment (:func:`dpframe._moments.moment_plan`): a count and centred sums.
+
+    Each part is an exact sum on its own fixed-point grid (the count of non-missing
+    values, the centred sum, for variances the centred sum of squares), noised with the
+    geometric mechanism at its share of ``epsilon``.
+    """
+    plan = moment_plan(statistic, epsilon=epsilon, bounds=bounds, ddof=ddof)
+    lo, hi = plan.bounds
+    grids = tuple(
+        SumGrid(
+            lo,
+            hi,
+            part.step,
+            centre=plan.centre,
+            radius=None if part.name == "count" else plan.radius,
+            square_centre=plan.square_centre if part.name == "sum of squares" else None,
+            present=part.name == "count",
+            limit=part.sensitivity_units,
+        )
+        for part in plan.parts
+    )
+    parts = tuple(
+        Release(
+            method=f"{scope.method} ({part.name})",
+            columns=scope.columns,
+            where=scope.where,
+            by=scope.by,
+            mechanism="geometric on a fixed-point grid",
+            epsilon=part.epsilon,
+            delta=Fraction(0),
+            sensitivity=float(part.sensitivity),
+            noise_scale=float(part.sensitivity / part.epsilon),
+            private=scope.private,
+            bounds=plan.bounds,
+            noise_error_bound=mechanisms.geometric_accuracy(
+                epsilon=part.epsilon, sensitivity=part.sensitivity_units, alpha=ALPHA
+            )
+            * part.step,
+            error_bound_covers=NOISE_ONLY_CLAMPED,
+        )
+        for part in plan.parts
+    )
+    summary = Release(
+        method=scope.method,
+        columns=scope.columns,
+        where=scope.where,
+        by=scope.by,
+        mechanism="geometric on fixed-point grids (" + ", ".join(p.name for p in plan.parts) + ")",
+        epsilon=epsilon,
+        delta=Fraction(0),
+        sensitivity=None,
+        noise_scale=None,
+        private=scope.private,
+        bounds=plan.bounds,
+        error_bound_covers=_MOMENT_COVERS,
+        details=(("ddof", ddof),) if statistic != "mean" else (),
+    )
+    return MomentRelease(plan, grids, parts, summary)
+
+
+def quantile_release(
+    scope: Scope,
+    epsilon: Fraction,
+    q: float | Sequence[float],
+    bounds: Bounds,
+    candidates: NDArray[np.float64] | None,
+) -> Release:
+    """A quantile (or several): report-noisy-max of rank scores over a candidate grid.
+
+    The error bar is in ranks (``rank_error_bound``: with probability 1 - alpha the
+    released candidate's cell is within that many ranks of ``q n``) and, because the
+    release is a candidate, the grid's resolution (``value_resolution``); a value
+    interval would need the data's order statistics, so none is published.
+    """
+    rank_bar = mechanisms.quantile_accuracy(
+        q, epsilon=epsilon, bounds=bounds, candidates=candidates, alpha=ALPHA
+    )
+    resolution = mechanisms.quantile_resolution(bounds=bounds, candidates=candidates)
+    bars: JSONValue = rank_bar.tolist() if isinstance(rank_bar, np.ndarray) else rank_bar
+    return Release(
+        method=scope.method,
+        columns=scope.columns,
+        where=scope.where,
+        by=scope.by,
+        mechanism="report-noisy-max of rank scores (geometric noise)",
+        epsilon=epsilon,
+        delta=Fraction(0),
+        sensitivity=None,
+        noise_scale=None,
+        private=scope.private,
+        bounds=(float(bounds[0]), float(bounds[1])),
+        error_bound_covers=(
+            "noise only, in ranks: rank_error_bound ranks of q n, plus value_resolution for "
+            "the grid; values clamped into the bounds, so clamping bias is not included"
+        ),
+        details=(
+            ("q", [float(x) for x in np.atleast_1d(np.asarray(q, dtype=np.float64))]),
+            ("rank_error_bound", bars),
+            ("value_resolution", float(resolution)),
+            ("candidates", "default grid" if candidates is None else len(candidates)),
+        ),
+    )
 
 
 # ---------------------------------------------------------------- decisions

@@ -50,6 +50,7 @@ from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, Noi
 
 __all__ = [
     "candidate_cells",
+    "cell_edges",
     "quantile",
     "quantile_accuracy",
     "quantile_of_counts",
@@ -238,7 +239,7 @@ def _grid(bounds: Any, candidates: ArrayLike | None) -> tuple[float, float, NDAr
     return lo, hi, grid
 
 
-def _edges(grid: NDArray[np.float64]) -> NDArray[np.float64]:
+def cell_edges(grid: NDArray[np.float64]) -> NDArray[np.float64]:
     """The m - 1 inner cell edges: midpoints of neighbouring candidates.
 
     Halving each term first cannot overflow; rounding is monotone, so every edge stays
@@ -588,7 +589,7 @@ def quantile(
     eps = _validation.epsilon(epsilon)
     _, _, grid = _grid(bounds, candidates)
     plans = _plans(quantiles, eps)
-    counts = cell_counts(array, grid, _edges(grid))
+    counts = cell_counts(array, grid, cell_edges(grid))
     released = _released(counts[np.newaxis, :], quantiles, plans, grid, bit_source(rng))[0]
     return float(released[0]) if quantiles.scalar else released
 
@@ -626,7 +627,7 @@ def candidate_cells(
     then releases from those exact counts.
     """
     _, _, grid = _grid(bounds, candidates)
-    return grid, _edges(grid)
+    return grid, cell_edges(grid)
 
 
 def row_cells(
@@ -896,7 +897,7 @@ def quantile_resolution(
     1.0
     """
     lo, hi, grid = _grid(bounds, candidates)
-    cell_ends = np.concatenate([[lo], _edges(grid), [hi]])
+    cell_ends = np.concatenate([[lo], cell_edges(grid), [hi]])
     with np.errstate(over="ignore", invalid="ignore"):
         below = _difference_up(grid, cell_ends[:-1])
         above = _difference_up(cell_ends[1:], grid)

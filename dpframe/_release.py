@@ -186,14 +186,15 @@ class Release:
         }
 
 
-def call_metadata(parts: Sequence[Release]) -> dict[str, JSONValue]:
-    """The metadata of a call whose result is its last part, costing all of them.
+def call_metadata(parts: Sequence[Release], summary: Release | None = None) -> dict[str, JSONValue]:
+    """The metadata of a call, costing all of its parts.
 
     A call may draw noise more than once (``bounds="auto"`` first releases a noisy
-    histogram, then the sum): the result describes the last part, and its ``epsilon`` and
-    ``delta`` are the whole cost of the call, with every part listed under ``"parts"``.
+    histogram, then the sum; a mean releases a count and a sum): the result is described
+    by ``summary`` (by default the last part), its ``epsilon`` and ``delta`` are the whole
+    cost of the call, and every part is listed under ``"parts"``.
     """
-    main = parts[-1]
+    main = parts[-1] if summary is None else summary
     info = main.metadata()
     if len(parts) > 1:
         epsilon = sum((p.epsilon for p in parts), Fraction(0))

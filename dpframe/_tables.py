@@ -5,8 +5,10 @@ Post-processing only: everything here takes values that were already released.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -14,11 +16,21 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe._backends import Group
-from dpframe._plans import TablePlan
-from dpframe._release import JSONValue, Release
+from dpframe._moments import moment_estimate
+from dpframe._plans import ALPHA, MomentRelease, TablePlan, table_bars
+from dpframe._release import JSONValue, Release, call_metadata
+from dpframe._results import DPFloat, frame, real, series
 from dpframe._validation import CrosstabOptions
 
-__all__ = ["crosstab_frame", "crosstab_result", "labels", "share_intervals"]
+__all__ = [
+    "crosstab_frame",
+    "crosstab_result",
+    "describe_result",
+    "labels",
+    "quantile_result",
+    "share_intervals",
+    "value_counts_result",
+]
 
 
 def _level(group: Group) -> pd.Index:
@@ -199,3 +211,124 @@ def crosstab_result(
     if options.colnames is not None:
         table.columns = table.columns.set_names(list(options.colnames))
     return table, release
+
+
+def quantile_result(
+    released: NDArray[np.float64],
+    q: float | Sequence[float],
+    groups: Sequence[Group],
+    column: Hashable,
+    info: dict[str, JSONValue],
+) -> DPFloat | pd.Series[float]:
+    """Quantiles labelled as pandas labels them (``released`` has one row per group).
+
+    ``Series.quantile(0.5)`` is a float and ``Series.quantile([...])`` a Series indexed by
+    ``q``; ``groupby(by)[column].quantile(...)`` is indexed by the groups, then ``q``.
+    """
+    scalar = np.ndim(q) == 0
+    qs = pd.Index(np.atleast_1d(np.asarray(q, dtype=np.float64)))
+    name = str(column)
+    if not groups:
+        if scalar:
+            return real(float(released[0, 0]), info)
+        return series(released[0], qs, name, info)
+    if scalar:
+        return series(released[:, 0], labels(groups), name, info)
+    group_labels = labels(groups)
+    levels = [group_labels.get_level_values(i) for i in range(group_labels.nlevels)]
+    index = pd.MultiIndex.from_arrays(
+        [*(np.repeat(level, len(qs)) for level in levels), np.tile(qs, len(group_labels))],
+        names=[*group_labels.names, None],
+    )
+    return series(released.reshape(-1), index, name, info)
+
+
+def value_counts_result(
+    noisy: NDArray[np.int64],
+    group: Group,
+    release: Release,
+    normalize: bool,
+    sort: bool,
+    ascending: bool,
+    nonnegative: bool,
+) -> pd.Series[float]:
+    """``value_counts``' Series from the noisy counts (post-processing only)."""
+    counts = np.maximum(noisy, 0) if nonnegative else noisy
+    index = labels([group])
+    post = [*release.post_processing, *(["negative counts set to 0"] if nonnegative else [])]
+    details = release.details
+    values: NDArray[Any] = counts
+    low = high = None
+    if normalize:
+        epsilon = release.epsilon
+        bars = table_bars(
+            epsilon, 1, 1.0, (len(counts), 1), margins=True, nonnegative=nonnegative,
+            alpha=ALPHA / 2,
+        )  # fmt: skip
+        total = float(counts.sum())
+        raw = np.column_stack([np.append(counts, total), np.append(counts, total)])
+        low, high = share_intervals(
+            raw.astype(np.float64), bars.shaped(raw.shape), "all", shares_in_unit_interval=True
+        )
+        low, high = low[:-1, 0], high[:-1, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = counts / total
+        post.append("normalized by the noisy total")
+    order = np.argsort(-values if not ascending else values, kind="stable") if sort else None
+    if order is not None:
+        values, index = values[order], index[order]
+        low, high = (None, None) if low is None else (low[order], high[order])  # type: ignore[index]
+    if low is not None and high is not None:
+        interval: dict[str, JSONValue] = {"low": low.tolist(), "high": high.tolist()}
+        details = (*details, ("noise_interval", interval))
+        release = release.replace(
+            noise_error_bound=None, error_bound_covers=_SHARES_COVER, details=details
+        )
+    release = release.replace(method="value_counts", post_processing=tuple(post))
+    name = "proportion" if normalize else "count"
+    return series(np.asarray(values), index, name, call_metadata([release]))
+
+
+def describe_result(
+    columns: Mapping[Hashable, tuple[float, float]],
+    percentiles: Sequence[float],
+    stats: Sequence[tuple[MomentRelease, list[NDArray[np.float64]], NDArray[np.float64]]],
+    parts: Sequence[Release],
+    share: Fraction,
+) -> pd.DataFrame:
+    """``describe``'s table from each column's moment parts and percentiles."""
+    rows = ["count", "mean", "std", *(f"{100 * p:.10g}%" for p in percentiles)]
+    table = pd.DataFrame(index=pd.Index(rows), columns=pd.Index(list(columns)), dtype=np.float64)
+    intervals: dict[str, JSONValue] = {}
+    for column, (moment, noisy, released) in zip(columns, stats, strict=True):
+        plan = moment.plan
+        mean_plan = dataclasses.replace(plan, statistic="mean", parts=plan.parts[:2])
+        mean = moment_estimate(mean_plan, noisy[:2], alpha=ALPHA)
+        spread = moment_estimate(plan, noisy, alpha=ALPHA)
+        table[column] = [float(noisy[0][0]), mean.estimate[0], spread.estimate[0], *released]
+        intervals[str(column)] = {
+            "mean": [float(mean.lower[0]), float(mean.upper[0])],
+            "std": [float(spread.lower[0]), float(spread.upper[0])],
+        }
+    first = parts[0]
+    split: dict[str, JSONValue] = {
+        str(c): {"count, mean, std": float(share), "percentiles": float(share)} for c in columns
+    }
+    summary = Release(
+        method="describe",
+        columns=tuple(str(c) for c in columns),
+        where=first.where,
+        by=(),
+        mechanism="geometric on fixed-point grids; report-noisy-max of rank scores",
+        epsilon=sum((p.epsilon for p in parts), Fraction(0)),
+        delta=Fraction(0),
+        sensitivity=None,
+        noise_scale=None,
+        private=all(p.private for p in parts),
+        error_bound_covers=(
+            "noise only: noise_interval for mean and std (95% each), rank bars for the "
+            "percentiles; clamping bias is not included"
+        ),
+        details=(("split", split), ("noise_interval", intervals)),
+    )
+    return frame(table, call_metadata(parts, summary))

@@ -9,10 +9,12 @@ looks at data values except :func:`integer_array`, which checks their type and r
 from __future__ import annotations
 
 import ast
+import collections
 import datetime
 import math
 import numbers
 import re
+import sys
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -23,6 +25,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe._exact import simplest_rational
+from dpframe._typing import Where as _Where
 from dpframe.errors import (
     DomainError,
     InvalidParameterError,
@@ -619,6 +622,20 @@ def _check_row_wise(text: str) -> None:
             )
 
 
+def where_in_caller(where: _Where) -> _Where:
+    """``where=`` checked row-wise, its ``@names`` read where the public method was called.
+
+    Call it first thing in every public method that takes ``where``: frame 0 is this
+    function, 1 the public method, 2 the user's code (a method delegating to another
+    resolves first, so that nothing is read from dpframe's own frames).
+    """
+    if isinstance(where, str) and "@" in where:
+        caller = sys._getframe(2)
+        scope = collections.ChainMap(caller.f_locals, caller.f_globals)
+        return cast(_Where, where_condition(where, scope))
+    return cast(_Where, where_condition(where, {}))
+
+
 def where_condition(where: object, scope: Mapping[str, object]) -> object:
     """A ``where=`` string with its ``@names`` resolved from ``scope``, checked row-wise.
 
@@ -845,3 +862,13 @@ def rng(value: object) -> np.random.Generator | None:
             f"them reproducible and so not private."
         )
     return np.random.default_rng(value)
+
+
+def describe_bounds(value: object) -> dict[Hashable, tuple[float, float]]:
+    """``describe``'s ``bounds=``: ``{column: (lo, hi)}`` for at least one column."""
+    if not isinstance(value, Mapping) or not value:
+        raise InvalidParameterTypeError(
+            f"bounds must be a dict of the columns to describe and their declared ranges, "
+            f'got {type(value).__name__}. Example: bounds={{"Age": (0, 120)}}.'
+        )
+    return {name: sum_bounds(pair, f"bounds[{name!r}]") for name, pair in value.items()}

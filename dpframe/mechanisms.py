@@ -17,7 +17,12 @@ from dpframe._decisions import decision_probability, threshold_decision
 from dpframe._gaussian import discrete_gaussian, discrete_gaussian_accuracy
 from dpframe._geometric import geometric, geometric_accuracy
 from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
-from dpframe._quantiles import quantile, quantile_accuracy, quantile_resolution
+from dpframe._quantiles import (
+    quantile,
+    quantile_accuracy,
+    quantile_of_counts,
+    quantile_resolution,
+)
 
 __all__ = [
     "bounded_laplace",
@@ -31,6 +36,7 @@ __all__ = [
     "laplace_accuracy",
     "quantile",
     "quantile_accuracy",
+    "quantile_of_counts",
     "quantile_resolution",
     "threshold_decision",
 ]

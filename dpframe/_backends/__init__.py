@@ -50,6 +50,22 @@ class Rows(Protocol):
         """Exact clamped sums per cell in grid units (int64, or Python ints when large)."""
         ...
 
+    def sum_tables(
+        self, column: ColumnLabel, grids: Sequence[SumGrid], groups: Sequence[Group]
+    ) -> list[NDArray[np.generic]]:
+        """Several exact sums of one column per cell (one per grid), in one pass."""
+        ...
+
+    def cell_table(
+        self, column: ColumnLabel, grid: NDArray[np.float64], groups: Sequence[Group]
+    ) -> NDArray[np.int64]:
+        """Non-missing values per cell of a candidate ``grid`` (quantiles), per group.
+
+        Shape ``[len(domain), ..., len(grid)]``; values are placed in the cell of their
+        nearest candidate (:func:`dpframe._quantiles.row_cells`).
+        """
+        ...
+
     def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
         """Non-missing values per log-scale bin (:data:`kernels.LOG_EDGES`), + then -."""
         ...

@@ -111,6 +111,7 @@ Not covered (Dask gives no hook):
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -374,11 +375,13 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
 class _Query:
     """One exact aggregate, computed on each partition by the pandas backend's rows."""
 
-    kind: str  # "rows", "counts", "total", "sums" or "log"
+    kind: str  # "rows", "counts", "total", "sums", "parts", "cells" or "log"
     groups: tuple[Group, ...] = ()
     column: Any = None
     grid: SumGrid | None = None
     mask: Any = None  # the name of the column holding the row filter
+    grids: tuple[SumGrid, ...] = ()  # "parts": several sums of one column
+    candidates: NDArray[np.float64] | None = None  # "cells": a quantile's candidate grid
 
 
 def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]:
@@ -393,6 +396,11 @@ def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]
         return rows.count_table(query.groups).reshape(-1)
     if query.kind == "log":
         return rows.log_histogram(query.column)
+    if query.kind == "parts":  # every part flat, one after the other (Python ints if large)
+        parts = rows.sum_tables(query.column, query.grids, query.groups)
+        return np.concatenate([np.asarray(p, dtype=object).reshape(-1) for p in parts])
+    if query.kind == "cells" and query.candidates is not None:
+        return rows.cell_table(query.column, query.candidates, query.groups).reshape(-1)
     if query.grid is None:  # pragma: no cover - built by DaskRows with a grid
         raise InvalidParameterError("internal error: a sum without a grid")
     if query.kind == "total":
@@ -468,6 +476,21 @@ class DaskRows:
         flat = self._aggregate(query, [column, *[g.name for g in groups]])
         return flat.reshape([len(g.domain) for g in groups])
 
+    def sum_tables(
+        self, column: ColumnLabel, grids: Sequence[SumGrid], groups: Sequence[Group]
+    ) -> list[NDArray[np.generic]]:
+        query = _Query("parts", groups=tuple(groups), column=column, grids=tuple(grids))
+        flat = self._aggregate(query, [column, *[g.name for g in groups]])
+        shape = [len(g.domain) for g in groups]
+        return [np.asarray(part).reshape(shape) for part in np.split(flat, len(grids))]
+
+    def cell_table(
+        self, column: ColumnLabel, grid: NDArray[np.float64], groups: Sequence[Group]
+    ) -> NDArray[np.int64]:
+        query = _Query("cells", groups=tuple(groups), column=column, candidates=grid)
+        flat = self._aggregate(query, [column, *[g.name for g in groups]])
+        return flat.reshape([*(len(g.domain) for g in groups), grid.size])
+
     def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
         return self._aggregate(_Query("log", column=column), [column])
 
@@ -487,7 +510,7 @@ class DaskRows:
                 mask += "_"
             frame = frame.assign(**{mask: self._where.series})
             needed.append(mask)
-            query = _Query(query.kind, query.groups, query.column, query.grid, mask)
+            query = dataclasses.replace(query, mask=mask)
         selected = frame[needed]
         partitions = selected.to_delayed(optimize_graph=_safe_to_optimize(selected))
         # Readable task names (dpframe-aggregate, dpframe-sum), unique to this call.

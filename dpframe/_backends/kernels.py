@@ -174,11 +174,24 @@ def count_table(
 
 @dataclass(frozen=True)
 class SumGrid:
-    """The fixed-point grid of a clamped sum: values are whole multiples of ``step``."""
+    """The fixed-point grid of a clamped sum: values are whole multiples of ``step``.
+
+    A plain sum adds each value clamped into ``[lo, hi]``. The parts of a mean or a
+    variance (:mod:`dpframe._moments`) add a transformed value instead: the clamped value
+    minus ``centre``, clamped to ``±radius``; with ``square_centre`` set, that value
+    squared minus ``square_centre``, clamped to ``±square_centre``; with ``present``, 1
+    for every value that is not missing (a count on a grid of step 1). ``limit`` is the
+    sensitivity in grid steps when the transformation fixes it.
+    """
 
     lo: float
     hi: float
     step: float
+    centre: float = 0.0
+    radius: float | None = None
+    square_centre: float | None = None
+    present: bool = False
+    limit: int | None = None
 
     @classmethod
     def for_bounds(cls, lo: float, hi: float) -> SumGrid:
@@ -189,6 +202,8 @@ class SumGrid:
     @property
     def sensitivity_units(self) -> int:
         """Most one row can move a sum, in grid steps: max |bound| rounded onto the grid."""
+        if self.limit is not None:
+            return self.limit
         return int(max(abs(round(self.lo / self.step)), abs(round(self.hi / self.step))))
 
     def units_into(
@@ -203,10 +218,20 @@ class SumGrid:
         rows outside ``keep`` become 0 steps, which leaves them out of any sum.
         """
         units = out[: len(values)]
-        np.clip(values, self.lo, self.hi, out=units)
-        units *= 1.0 / self.step  # a power of two: exact
-        np.rint(units, out=units)
-        np.copyto(units, 0.0, where=np.isnan(units))
+        if self.present:
+            np.copyto(units, np.where(np.isnan(values), 0.0, 1.0))
+        else:
+            np.clip(values, self.lo, self.hi, out=units)
+            if self.radius is not None:
+                units -= self.centre
+                np.clip(units, -self.radius, self.radius, out=units)
+            if self.square_centre is not None:
+                units *= units
+                units -= self.square_centre
+                np.clip(units, -self.square_centre, self.square_centre, out=units)
+            units *= 1.0 / self.step  # a power of two: exact
+            np.rint(units, out=units)
+            np.copyto(units, 0.0, where=np.isnan(units))
         if keep is not None:
             np.copyto(units, 0.0, where=~keep)
         return units
@@ -246,23 +271,42 @@ def sum_table(
     int64, or an object array of Python integers when more than 2**29 rows were added
     (so that nothing can wrap).
     """
+    return sum_tables([grid], values, codes, sizes, mask)[0]
+
+
+def sum_tables(
+    grids: Sequence[SumGrid],
+    values: NDArray[np.float64],
+    codes: Sequence[Codes],
+    sizes: Sequence[int],
+    mask: NDArray[np.bool_] | None = None,
+) -> list[NDArray[Any]]:
+    """Several exact sums of one column per cell (the parts of a mean), in one pass.
+
+    As :func:`sum_table`, each grid on its own transformation of the values; the cell
+    numbers of each block are computed once for all of them. Without groupings
+    (``codes`` empty) each result is a 0-d array holding the total.
+    """
+    if not codes:
+        return [np.array(sum_total(grid, values, mask), dtype=object) for grid in grids]
     full = math.prod(s + 1 for s in sizes)
-    running = np.zeros(full, dtype=np.int64)
-    flushed: NDArray[np.object_] | None = None
+    running = [np.zeros(full, dtype=np.int64) for _ in grids]
+    flushed: list[NDArray[np.object_] | None] = [None for _ in grids]
     since_flush = 0
     scratch, shift = _scratch(len(values), full), _shift(sizes)
     buffer = np.empty(min(len(values), max(_BLOCK, 4 * full), _MAX_SUM_BLOCK), dtype=np.float64)
     for rows in _blocks(len(values), full, cap=_MAX_SUM_BLOCK):
         keys = _block_keys(codes, sizes, rows, scratch, shift)
         keep = None if mask is None else mask[rows]
-        units = grid.units_into(values[rows], buffer, keep)
-        running += np.bincount(keys, weights=units, minlength=full).astype(np.int64)
+        for i, grid in enumerate(grids):
+            units = grid.units_into(values[rows], buffer, keep)
+            running[i] += np.bincount(keys, weights=units, minlength=full).astype(np.int64)
         since_flush += rows.stop - rows.start
         if since_flush >= _FLUSH_ROWS:
-            flushed = _as_exact(running, flushed)
-            running = np.zeros(full, dtype=np.int64)
+            flushed = [_as_exact(r, f) for r, f in zip(running, flushed, strict=True)]
+            running = [np.zeros(full, dtype=np.int64) for _ in grids]
             since_flush = 0
-    return _drop_outside(_as_exact(running, flushed), sizes)
+    return [_drop_outside(_as_exact(r, f), sizes) for r, f in zip(running, flushed, strict=True)]
 
 
 # ---------------------------------------------------------------- bounds estimation

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpframe import _attrs, _validation
+from dpframe import _attrs, _quantiles, _validation
 from dpframe._backends import Group, SumGrid, kernels, register_backend
 from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
@@ -50,6 +50,21 @@ class PandasRows:
     ) -> NDArray[np.generic]:
         sizes = [len(g.domain) for g in groups]
         return kernels.sum_table(grid, self._values(column), self._codes(groups), sizes, self._mask)
+
+    def sum_tables(
+        self, column: ColumnLabel, grids: Sequence[SumGrid], groups: Sequence[Group]
+    ) -> list[NDArray[np.generic]]:
+        sizes = [len(g.domain) for g in groups]
+        return kernels.sum_tables(
+            grids, self._values(column), self._codes(groups), sizes, self._mask
+        )
+
+    def cell_table(
+        self, column: ColumnLabel, grid: NDArray[np.float64], groups: Sequence[Group]
+    ) -> NDArray[np.int64]:
+        cells = _quantiles.row_cells(self._values(column), grid, _quantiles.cell_edges(grid))
+        sizes = [*(len(g.domain) for g in groups), grid.size]
+        return kernels.count_table([*self._codes(groups), cells], sizes, self._mask)
 
     def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
         values = self._values(column)
