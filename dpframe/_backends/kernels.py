@@ -211,11 +211,14 @@ class SumGrid:
         values: NDArray[np.float64],
         out: NDArray[np.float64],
         keep: NDArray[np.bool_] | None = None,
+        *,
+        complete: bool = False,
     ) -> NDArray[np.float64]:
         """Each value in whole grid steps, as float64, written into ``out``.
 
         Values are clamped into [lo, hi] (±inf included) and rounded to the grid; NaN and
         rows outside ``keep`` become 0 steps, which leaves them out of any sum.
+        ``complete`` says the caller knows there is no NaN (the scan is skipped).
         """
         units = out[: len(values)]
         if self.present:
@@ -223,15 +226,18 @@ class SumGrid:
         else:
             np.clip(values, self.lo, self.hi, out=units)
             if self.radius is not None:
+                # No second clamp: the radius is at least the distance from the centre to
+                # either bound, rounded up, and float subtraction is monotone, so every
+                # centred value already lies within it.
                 units -= self.centre
-                np.clip(units, -self.radius, self.radius, out=units)
             if self.square_centre is not None:
                 units *= units
                 units -= self.square_centre
                 np.clip(units, -self.square_centre, self.square_centre, out=units)
             units *= 1.0 / self.step  # a power of two: exact
             np.rint(units, out=units)
-            np.copyto(units, 0.0, where=np.isnan(units))
+            if not complete:
+                np.copyto(units, 0.0, where=np.isnan(units))
         if keep is not None:
             np.copyto(units, 0.0, where=~keep)
         return units
@@ -298,8 +304,13 @@ def sum_tables(
     for rows in _blocks(len(values), full, cap=_MAX_SUM_BLOCK):
         keys = _block_keys(codes, sizes, rows, scratch, shift)
         keep = None if mask is None else mask[rows]
+        block = values[rows]
+        complete = keep is None and not np.isnan(block.min(initial=0.0))  # no NaN: min is NaN
         for i, grid in enumerate(grids):
-            units = grid.units_into(values[rows], buffer, keep)
+            if grid.present and complete:  # every row counts once: an integer bincount
+                running[i] += np.bincount(keys, minlength=full)
+                continue
+            units = grid.units_into(block, buffer, keep, complete=complete)
             running[i] += np.bincount(keys, weights=units, minlength=full).astype(np.int64)
         since_flush += rows.stop - rows.start
         if since_flush >= _FLUSH_ROWS:
