@@ -9,16 +9,16 @@ beforehand (outside the timing).
 
 from __future__ import annotations
 
-import os
-
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _timing  # noqa: F401  (sets single-threaded BLAS before numpy is imported)
 import numpy as np
 import pandas as pd
 
