@@ -433,6 +433,8 @@ class DyadicSampler:
         self.table[: self.fill] = np.repeat(self.values, first)
         self._deeper: dict[int, tuple[NDArray[np.int64], int]] = {}
         self._lock = threading.Lock()
+        # Level 2, where about 1% of the draws go, is built up front.
+        self._second = self._level(2) if levels >= 2 else (np.zeros(1, dtype=np.int64), 0)
 
     def _digits(self, level: int) -> list[int]:
         shift = (self._levels - level) * _DIGIT_BITS
@@ -448,18 +450,23 @@ class DyadicSampler:
 
     def _continue(self, source: BitSource, slot: NDArray[np.int64]) -> NDArray[np.intp]:
         """Outcome indices for draws that continue past level 1 from the given slots."""
-        outcome = np.empty(slot.size, dtype=np.intp)
-        pending = np.arange(slot.size)
-        for level in range(2, self._levels + 1):
-            if not pending.size:
-                break
-            cumulative, fill = self._level(level)
-            position = slot * _DIGIT + random_uint16(source, slot.size).astype(np.int64)
-            done = position < fill
-            outcome[pending[done]] = np.searchsorted(cumulative, position[done], side="right")
-            pending, slot = pending[~done], position[~done] - fill
-        if pending.size:
-            raise DPFrameError("internal error: Knuth-Yao sampler ran past its last digit")
+        cumulative, fill = self._second
+        position = slot * _DIGIT + random_uint16(source, slot.size).astype(np.int64)
+        outcome = np.searchsorted(cumulative, position, side="right")
+        deeper = np.flatnonzero(position >= fill)  # about 2**-16 of them
+        if deeper.size:
+            slot = position[deeper] - fill
+            pending = deeper
+            for level in range(3, self._levels + 1):
+                if not pending.size:
+                    break
+                cumulative, fill = self._level(level)
+                position = slot * _DIGIT + random_uint16(source, slot.size).astype(np.int64)
+                done = position < fill
+                outcome[pending[done]] = np.searchsorted(cumulative, position[done], side="right")
+                pending, slot = pending[~done], position[~done] - fill
+            if pending.size:
+                raise DPFrameError("internal error: Knuth-Yao sampler ran past its last digit")
         return outcome
 
     def sample(self, source: BitSource, n: int) -> tuple[NDArray[np.integer], NDArray[np.intp]]:
@@ -471,10 +478,14 @@ class DyadicSampler:
         flagged = np.flatnonzero(u >= self.first_special)
         if not flagged.size:
             return out, flagged
+        if self.first_special == self.fill:  # no special outcomes: all flagged continue
+            drawn = self._continue(source, u[flagged].astype(np.int64) - self.fill)
+            out[flagged] = self.values[drawn]
+            return out, flagged[self.special[drawn]]
         continuing = u[flagged] >= self.fill
         special = flagged[~continuing]
-        if continuing.any():
-            positions = flagged[continuing]
+        positions = flagged[continuing]
+        if positions.size:
             drawn = self._continue(source, u[positions].astype(np.int64) - self.fill)
             out[positions] = self.values[drawn]
             special = np.concatenate([special, positions[self.special[drawn]]])

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -239,8 +239,10 @@ def privacy_failures(plan: GeometricPlan, reach: int | None) -> list[str]:
 # ---------------------------------------------------------------- sampling
 
 # Head digits per Knuth–Yao table: the first table also holds N = 0 and the sign, so it
-# has at most 2 * 2**9 + 1 outcomes and its level-1 draw decides all but about 1%.
+# has at most 2 * 2**9 + 1 outcomes and its level-1 draw decides all but about 1%; the
+# next tables hold 11 digits each (at most 2**12 outcomes with the overflow coin).
 _CHUNK_DIGITS = 8
+_MORE_DIGITS = 11
 
 
 @dataclass(frozen=True)
@@ -278,17 +280,17 @@ def _build_chunks(plan: GeometricPlan) -> tuple[_Chunk, ...]:
     """The Knuth–Yao tables that draw ``plan``'s noise (see :func:`_table_block`).
 
     Outcome values: the first table gives ``0`` (for ``N = 0``) or ``±(1 + low digits)``,
-    the others their digits' part of ``G`` before shifting. The overflow coin rides in
+    the others their digits' part of ``G``, shifted into place. The overflow coin rides in
     the last table and adds ``2**K`` when it lands (under ``cap`` that overshoots the
     cap and is clipped back to it; under ``repeat`` and ``tail`` the outcome is flagged
     special and finished by :func:`_finish_overflow`).
     """
     n_head = len(plan.head)
-    starts = list(range(0, max(n_head, 1), _CHUNK_DIGITS))
+    starts = [0, *range(_CHUNK_DIGITS, n_head, _MORE_DIGITS)]
     special_overflow = plan.on_overflow in ("repeat", "tail")
     chunks = []
     for number, start in enumerate(starts):
-        stop = min(n_head, start + _CHUNK_DIGITS)
+        stop = starts[number + 1] if number + 1 < len(starts) else n_head
         digits = plan.head[start:stop]
         last = number == len(starts) - 1
         coins = list(digits) + ([plan.overflow] if last else [])
@@ -296,7 +298,7 @@ def _build_chunks(plan: GeometricPlan) -> tuple[_Chunk, ...]:
         bits = sum(64 * c.nwords for c in coins)
         span = 1 << len(digits)
         patterns = np.arange(len(products), dtype=np.int64)
-        value = (patterns & (span - 1)) + (patterns >> len(digits)) * (1 << (n_head - start))
+        value = ((patterns & (span - 1)) << start) + (patterns >> len(digits)) * (1 << n_head)
         special = (patterns >= span) & special_overflow if last else np.zeros(span, dtype=np.bool_)
         if number == 0:
             zero = plan.zero
@@ -327,21 +329,27 @@ def _chunks_for(plan: GeometricPlan) -> tuple[_Chunk, ...]:
 
 
 def _table_block(plan: GeometricPlan, source: BitSource, n: int) -> NDArray[np.int64]:
-    """``n`` noise values from the Knuth–Yao tables: about 2 bytes per 8 head digits."""
+    """``n`` noise values from the Knuth–Yao tables: 2 bytes per table (8 or 11 head digits)."""
     first, *others = _chunks_for(plan)
     code, special = first.sampler.sample(source, n)
     noise = code.astype(np.int64)
     if others:
         sign = np.sign(code)
-        for chunk in others:
+        high: NDArray[np.int64] | None = None
+        for chunk in others:  # their values come shifted into place
             part, flagged = chunk.sampler.sample(source, n)
             if chunk.sparse:  # mostly 0: touch only the others
                 moved = np.flatnonzero(part != 0)  # branch-free on booleans
-                noise[moved] += sign[moved] * (part[moved].astype(np.int64) << chunk.offset)
+                noise[moved] += sign[moved] * part[moved].astype(np.int64)
+            elif high is None:
+                high = part.astype(np.int64)
             else:
-                noise += sign * (part.astype(np.int64) << chunk.offset)
+                high += part
             if chunk.overflow:
                 special = flagged
+        if high is not None:
+            high *= sign
+            noise += high
         special = special[noise[special] != 0]  # the overflow coin does not matter for N = 0
     if special.size:
         _finish_overflow(plan, source, noise, special)
@@ -506,6 +514,8 @@ def geometric_noise(
     The realized distribution is exactly the plan's (the one :func:`privacy_failures`
     verifies); ``constant_time`` needs a bounded plan (rule ``cap`` or ``tail``).
     """
+    if n <= _BLOCK:
+        return _noise_block(plan, source, n, constant_time).astype(np.int64, copy=False)
     noise = np.empty(n, dtype=np.int64)
     for start in range(0, n, _BLOCK):
         stop = min(n, start + _BLOCK)
@@ -864,6 +874,47 @@ def usable_rejection_epsilon(unit_epsilon: Fraction, width: int) -> Fraction:
     return chosen
 
 
+# Proposals per rejection round: after the first round, each pending value gets enough
+# proposals for the round to hold about as many as the first (at most _MAX_TRIES each):
+# a few rounds of full size cost less than many small ones (numpy's per-call overhead).
+_MAX_TRIES = 64
+
+
+def rejection_rounds(
+    propose: Callable[[NDArray[np.int64]], tuple[NDArray[np.int64], NDArray[np.bool_]]],
+    values: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """Rejection sampling for every value: ``out[k]`` is the first accepted proposal for it.
+
+    ``propose(v)`` returns one independent proposal per element of ``v`` and whether it
+    is accepted. Each round proposes for the pending values only; once few are left,
+    each gets several proposals at once (independent draws, of which the first
+    accepted is kept and the rest discarded: the same distribution as proposing one at
+    a time), so the tail of the loop takes a few rounds instead of dozens.
+    """
+    proposal, accepted = propose(values)
+    out[...] = proposal
+    pending = np.flatnonzero(~accepted)
+    while pending.size:  # a loop over rejection rounds, on the rejected values only
+        tries = min(_MAX_TRIES, max(1, values.size // (4 * pending.size)))
+        if tries == 1:
+            proposal, accepted = propose(values[pending])
+            hit = np.flatnonzero(accepted)
+            out[pending[hit]] = proposal[hit]
+            pending = pending[~accepted]
+            continue
+        proposal, accepted = propose(np.repeat(values[pending], tries))
+        hits = np.flatnonzero(accepted)  # in order: proposal k belongs to value k // tries
+        owner = hits // tries
+        first = np.ones(hits.size, dtype=np.bool_)
+        np.not_equal(owner[1:], owner[:-1], out=first[1:])  # the first accepted of each value
+        out[pending[owner[first]]] = proposal[hits[first]]
+        done = np.zeros(pending.size, dtype=np.bool_)
+        done[owner] = True
+        pending = pending[~done]
+
+
 def rejection_noisy(
     values: NDArray[np.int64], lo: int, hi: int, plan: GeometricPlan, source: BitSource
 ) -> NDArray[np.int64]:
@@ -871,17 +922,16 @@ def rejection_noisy(
 
     ``plan`` must have reach ``hi - lo + 1``: a clamped magnitude beyond ``hi - lo``
     always lands outside and is rejected, so the clamping is never visible. Values are
-    processed in cache-sized blocks, each until all of its values are accepted.
+    processed in cache-sized blocks.
     """
+
+    def propose(v: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        noisy = v + geometric_noise(plan, v.size, source, False)
+        return noisy, (noisy >= lo) & (noisy <= hi)
+
     out = np.empty_like(values)
     for start in range(0, values.size, _BLOCK):
-        block = values[start : start + _BLOCK]
-        noisy = block + geometric_noise(plan, block.size, source, False)
-        pending = np.flatnonzero((noisy < lo) | (noisy > hi))
-        while pending.size:  # a loop over rejection rounds, on the rejected values only
-            noisy[pending] = block[pending] + geometric_noise(plan, pending.size, source, False)
-            pending = pending[(noisy[pending] < lo) | (noisy[pending] > hi)]
-        out[start : start + _BLOCK] = noisy
+        rejection_rounds(propose, values[start : start + _BLOCK], out[start : start + _BLOCK])
     return out
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe._coins import Coin, bernoulli, make_coin
+from dpframe._coins import random_uint16, random_uint32
 from dpframe._exact import exp_decimal, precise, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
@@ -54,6 +54,8 @@ _DBL_MAX = Fraction(sys.float_info.max)
 _LN2 = math.log(2.0)
 # Elements processed at a time: keeps the working arrays inside the CPU cache.
 _BLOCK = 1 << 13
+# Values per block of the bounded mechanism's rejection loop.
+_REJECTION_BLOCK = 1 << 15
 # Bits of the 64-bit word used for the uniform's exponent (a float64 holds 53 exactly).
 _EXPONENT_BITS = 53
 _ONE_BITS = np.uint64(0x3FF0000000000000)  # float64 exponent field of 1.0
@@ -66,8 +68,8 @@ _MIN_GRID_STEPS = 2**10
 _MAX_INDEX_BITS = 52
 # Noise scales beyond 2**800 grid steps are refused (float64 accuracy computations).
 _MAX_SCALE_OVER_GRID = Fraction(2) ** 800
-# Coins of the uniform-proposal sampler: relative precision 2**-64.
-_COIN_BITS = 64
+# Acceptance tables of the uniform-proposal sampler: at most 2**12 coins each.
+_ACCEPT_BITS = 12
 # Geometric proposal: weights beyond 2**-100 of the normalization are handled as a lump.
 _FAR_LOG = 100
 # The scale search aims this far (relative) below the budget before the exact check.
@@ -440,7 +442,7 @@ class _BoundedPlan:
     unit: Fraction  # g / b
     sampler: Sampler
     geometric: _geometric.GeometricPlan | None
-    coins: tuple[Coin, ...]  # uniform sampler: coin i lands with probability ~ exp(-unit 2**i)
+    accept: tuple[_AcceptTable, ...]  # uniform sampler: acceptance coin tables
     kappa: Decimal  # bound on |ln realized weight − ln ideal weight| for |n| <= near
     far: Decimal  # mass beyond `near`, relative to the smallest normalization
     margin: Decimal  # privacy loss added to the ideal one by the realized coins
@@ -524,17 +526,78 @@ def _geometric_margin(
         return margin, kappa, far
 
 
-def _uniform_coins(unit: Fraction, steps: int) -> tuple[tuple[Coin, ...], Decimal]:
-    """Coins ``β_i ≈ exp(−unit·2^i)`` for the bits of ``|j − v| <= steps``, and their κ."""
-    coins: list[Coin] = []
-    kappa = Decimal(0)
-    with precise():
-        for i in range(steps.bit_length()):
-            beta = exp_decimal(-unit * (1 << i))
-            coin = make_coin(beta, _COIN_BITS)
-            coins.append(coin)
-            kappa += _ln_ratio(coin.probability, beta)
-    return tuple(coins), kappa
+class _AcceptTable:
+    """Acceptance coins ``P_k ≈ exp(−unit·k·2**shift)`` for ``k < size``, drawn lazily.
+
+    ``P_k = floor(2**256 · D_k) / 2**256`` with ``D_k`` the 120-digit value of the
+    exponential: an exact dyadic number within a relative ``2**-250`` of the ideal one
+    (``D_k >= e**-2`` on the uniform sampler's distances). Drawing compares 16 random
+    bits with the first 16 bits of ``P_k`` (computed in float64, and exactly wherever
+    float64 could be off by one); only on a tie (probability 2**-16) are the other 240
+    bits computed and compared with fresh words. So tables of thousands of coins cost
+    a vectorized ``exp`` to build, not thousands of 120-digit exponentials.
+    """
+
+    def __init__(self, unit: Fraction, shift: int, size: int) -> None:
+        self.unit, self.shift = unit, shift
+        step = float(unit * (1 << shift))
+        scaled = np.exp(-step * np.arange(size, dtype=np.float64)) * 65536.0
+        prefix = np.floor(scaled)
+        fraction = scaled - prefix
+        # float64 is within 2**-34 of the truth here; nearer an integer, decide exactly.
+        for k in np.flatnonzero((fraction < 2.0**-30) | (fraction > 1 - 2.0**-30)).tolist():
+            prefix[k] = self._numerator(k) >> 240
+        self.prefix = prefix.astype(np.uint32)  # 65536 for k = 0: always accepted
+        self._rests: dict[int, tuple[np.uint64, ...]] = {}
+
+    def _numerator(self, k: int) -> int:
+        """``floor(2**256 · D_k)``: ``P_k`` times ``2**256``."""
+        if k == 0:
+            return 1 << 256
+        with precise():
+            value = exp_decimal(-self.unit * (k << self.shift))
+            return int((value * (Decimal(2) ** 256)).to_integral_value(rounding="ROUND_FLOOR"))
+
+    def probability(self, k: int) -> Fraction:
+        """The exact probability of coin ``k``."""
+        return Fraction(self._numerator(k), 1 << 256)
+
+    def rest(self, k: int) -> tuple[np.uint64, ...]:
+        """The 240 bits of ``P_k`` after its first 16, as 4 words (see ``_coins._split``)."""
+        if k not in self._rests:
+            rest = (self._numerator(k) & ((1 << 240) - 1)) << 16
+            self._rests[k] = tuple(np.uint64((rest >> s) & (2**64 - 1)) for s in (192, 128, 64, 0))
+        return self._rests[k]
+
+    def draw(self, source: BitSource, index: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """One exact draw of coin ``index[i]`` for each ``i``."""
+        u = random_uint16(source, index.size)
+        threshold = np.take(self.prefix, index)
+        accept = u < threshold
+        for position in np.flatnonzero(u == threshold).tolist():  # about 2**-16 of them
+            digits = self.rest(int(index[position]))
+            for digit in digits:
+                word = source.words(1)[0]
+                if word != digit:
+                    accept[position] = word < digit
+                    break
+        return accept
+
+
+# Bound on |ln P_k − ln exp(−unit·k·2**shift)| for every acceptance coin (see _AcceptTable).
+_ACCEPT_KAPPA = Decimal(2) ** -250 + 2 * Decimal(10) ** -119
+
+
+def _accept_tables(unit: Fraction, steps: int) -> tuple[tuple[_AcceptTable, ...], Decimal]:
+    """Acceptance tables for the uniform proposal (``_ACCEPT_BITS`` bits of the distance
+    each, so ``exp(−unit·d)`` is the product of one coin per table), and their κ."""
+    bits = max(steps.bit_length(), 1)
+    count = -(-bits // _ACCEPT_BITS)
+    width = -(-bits // count)  # equal widths: smaller tables
+    tables = tuple(
+        _AcceptTable(unit, first, 1 << min(width, bits - first)) for first in range(0, bits, width)
+    )
+    return tables, _ACCEPT_KAPPA * len(tables)
 
 
 def _largest_unit(target: Decimal, reach: int, steps: int) -> Fraction:
@@ -612,13 +675,13 @@ def _bounded_plan(
         if (steps + 1) * unit <= 2:
             # Noise wider than the domain: propose uniformly, accept with exp(−u|j − v|).
             sampler: Sampler = "uniform"
-            coins, kappa = _uniform_coins(unit, steps)
+            accept, kappa = _accept_tables(unit, steps)
             plan, far = None, Decimal(0)
             # Weights within exp(±κ) of γ^|n|: 2κ on the ratio of two, 2κ on the sums.
             margin = 4 * kappa
         else:
             # Noise narrower than the domain: propose v + N with N two-sided geometric.
-            sampler, coins = "geometric", ()
+            sampler, accept = "geometric", ()
             # The engine aims at unit·(1 − slack): pass the unit that lands on ours.
             engine_unit = unit / (1 - _geometric.SLACK)
             plan = _geometric.geometric_plan(engine_unit, steps + 1, False)
@@ -638,7 +701,7 @@ def _bounded_plan(
         unit=unit,
         sampler=sampler,
         geometric=plan,
-        coins=coins,
+        accept=accept,
         kappa=kappa,
         far=far,
         margin=margin,
@@ -656,10 +719,30 @@ def bounded_laplace_scale(
 
 
 def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
-    """``n`` uniform integers in ``[0, steps]``, by rejection from ``[0, 2^bits)``."""
-    shift = np.uint64(64 - steps.bit_length())
+    """``n`` uniform integers in ``[0, steps]``, exactly.
+
+    Up to ``2**32`` values: Lemire's multiply-shift, ``j = (r·(steps + 1)) >> 32`` for a
+    uniform 32-bit ``r``, redrawing the rare ``r`` whose low product falls below
+    ``2**32 mod (steps + 1)`` (so each ``j`` has exactly ``floor(2**32 / (steps+1))``
+    preimages). Beyond: the top bits of a word, redrawn when above ``steps``.
+    """
     out = np.empty(n, dtype=np.int64)
+    span = steps + 1
+    if span <= 1 << 32:
+        floor = (1 << 32) % span
+        pending = np.arange(n)
+        while pending.size:  # each round accepts with probability > 1 - span / 2**32
+            product = random_uint32(source, pending.size).astype(np.uint64) * np.uint64(span)
+            ok = (product & np.uint64(0xFFFFFFFF)) >= floor
+            high = (product >> np.uint64(32)).astype(np.int64)
+            if pending.size == n:
+                out[...] = high
+            else:
+                out[pending[ok]] = high[ok]
+            pending = pending[~ok]
+        return out
     pending = np.arange(n)
+    shift = np.uint64(64 - steps.bit_length())
     while pending.size:  # each round accepts with probability > 1/2
         draw = (source.words(pending.size) >> shift).astype(np.int64)
         ok = draw <= steps
@@ -673,36 +756,28 @@ def _propose(
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """One proposal per element and whether it is accepted."""
     if plan.geometric is not None:
-        j = v + _geometric.geometric_noise(plan.geometric, v.size, source, False)
+        j = _geometric.geometric_noise(plan.geometric, v.size, source, False)
+        j += v  # (one block: the rejection loop's blocks are no larger than the engine's)
         return j, (j >= 0) & (j <= plan.steps)
     j = _uniform_index(source, v.size, plan.steps)
     distance = np.abs(j - v)
     accept = np.ones(v.size, dtype=np.bool_)
-    for i, coin in enumerate(plan.coins):
-        # Accept with prod over set bits of exp(−u 2^i) = exp(−u·distance), coin by coin.
-        needs = np.flatnonzero(accept & (((distance >> np.int64(i)) & 1) == 1))
-        if needs.size:
-            accept[needs] = bernoulli(source, coin, needs.size, False)
+    for table in plan.accept:
+        # exp(−u·d) is the product over chunks of exp(−u·k_c·2**shift_c): one coin each.
+        chunk = (distance >> table.shift) & (table.prefix.size - 1)
+        accept &= table.draw(source, chunk)
     return j, accept
 
 
 def _grid_index(x: NDArray[np.float64], plan: _BoundedPlan) -> NDArray[np.int64]:
     """Nearest grid index (ties up) of clamped inputs, relative to ``plan.first``, exactly."""
-    q = x / plan.grid  # exact: the grid is a power of two
-    k = np.floor(q)
-    k += (q - k) >= 0.5
-    index = k.astype(np.int64) - plan.first
+    q = x * (1.0 / plan.grid)  # exact: the grid is a power of two
+    # |q| < 2**52, so its ulp is at most 1/2 and q + 0.5 is exact: floor rounds ties up.
+    q += 0.5
+    np.floor(q, out=q)
+    index = q.astype(np.int64)
+    index -= plan.first
     return np.clip(index, 0, plan.steps, out=index)
-
-
-def _bounded_draw(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
-    out = np.empty(v.size, dtype=np.int64)
-    pending = np.arange(v.size)
-    while pending.size:  # a loop over rejection rounds, on the rejected elements only
-        j, ok = _propose(plan, v[pending], source)
-        out[pending[ok]] = j[ok]
-        pending = pending[~ok]
-    return out
 
 
 def bounded_laplace(
@@ -810,9 +885,15 @@ def bounded_laplace(
     array = _validation.real_array(values)
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     source = bit_source(rng)
-    v = _grid_index(np.clip(array.reshape(-1), lo, hi), plan)
-    j = _bounded_draw(plan, v, source)
-    out = (j + plan.first).astype(np.float64) * plan.grid
+    flat = array.reshape(-1)
+    out = np.empty(flat.size, dtype=np.float64)
+    for start in range(0, flat.size, _REJECTION_BLOCK):  # everything in cache, block by block
+        stop = min(flat.size, start + _REJECTION_BLOCK)
+        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+        j = np.empty(stop - start, dtype=np.int64)
+        _geometric.rejection_rounds(lambda w: _propose(plan, w, source), v, j)
+        j += plan.first
+        np.multiply(j, plan.grid, out=out[start:stop])
     return out.reshape(array.shape)
 
 

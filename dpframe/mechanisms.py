@@ -14,7 +14,7 @@ bars alike, so each mechanism has one route in.
 from __future__ import annotations
 
 from dpframe._decisions import decision_probability, threshold_decision
-from dpframe._geometric import geometric, geometric_accuracy
+from dpframe._geometric import geometric, geometric_accuracy, geometric_rejection_epsilon
 from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "decision_probability",
     "geometric",
     "geometric_accuracy",
+    "geometric_rejection_epsilon",
     "laplace",
     "laplace_accuracy",
     "threshold_decision",

@@ -408,8 +408,10 @@ def realized_log_weights(plan: Any) -> NDArray[np.float64]:
 
     if plan.geometric is None:
         logw = np.zeros(n.size)
-        for i, coin in enumerate(plan.coins):
-            logw += np.where((magnitude >> i) & 1 == 1, log(coin.probability), 0.0)
+        for table in plan.accept:
+            size = table.prefix.size
+            logs = np.array([log(table.probability(k)) for k in range(size)])
+            logw += logs[(magnitude >> table.shift) & (size - 1)]
         return logw
     geo = plan.geometric
     c = np.maximum(magnitude - 1, 0)
