@@ -115,6 +115,4 @@ def row(label: str, seconds: float, n: int, baseline: float | None = None, extra
 
 
 def header(baseline_name: str) -> str:
-    return (
-        f"  {'case':<58} {'median':>12} {'throughput':>12} {'speed vs ' + baseline_name:>8}"
-    )
+    return f"  {'case':<58} {'median':>12} {'throughput':>12} {'speed vs ' + baseline_name:>8}"

@@ -36,7 +36,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
 from dpframe._coins import Coin, bernoulli, make_coin
-from dpframe._exact import exp_decimal, exp_lower_bound, precise, simplest_rational, to_decimal
+from dpframe._exact import (
+    exp_decimal,
+    exp_lower_bound,
+    precise,
+    show,
+    simplest_rational,
+    to_decimal,
+)
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
@@ -56,6 +63,8 @@ _DELTA_TAIL_LOG2 = 44
 # decision ignores the data); above 200 it is a deterministic threshold in all but name.
 MIN_EPSILON = Fraction(1, 2**64)
 MAX_EPSILON = Fraction(200)
+# 1 - p below this would round p to 1 in the curve's 120-digit arithmetic.
+MIN_P_DISTANCE = Fraction(1, 10**100)
 
 
 # ---------------------------------------------------------------- validation
@@ -107,7 +116,14 @@ def check_parameters(
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     chosen = _validation.choice(method, "method", METHODS)
-    prob = simplest_rational(_validation.probability(p, "p"))
+    _validation.probability(p, "p")  # type and (0, 1)
+    prob = p if isinstance(p, Fraction) else simplest_rational(float(p))
+    if 1 - prob < MIN_P_DISTANCE:
+        raise InvalidParameterError(
+            f"p={show(prob)} is too close to 1: pass p between 0 and 1 - 1e-100 (the curve is "
+            f"built in 120-digit arithmetic). Typical values are 0.5 (neutral), 0.9 (generous) "
+            f"or 0.1 (conservative)."
+        )
     m = _integer(
         min_count,
         "min_count",
@@ -115,12 +131,12 @@ def check_parameters(
     )
     if eps < MIN_EPSILON:
         raise InvalidParameterError(
-            f"epsilon={epsilon!r} is below 2**-64: the decision would ignore the count and "
+            f"epsilon={show(eps)} is below 2**-64: the decision would ignore the count and "
             f"be a coin flip with probability p. Use a larger epsilon (typical: 0.01 to 10)."
         )
     if eps > MAX_EPSILON:
         raise InvalidParameterError(
-            f"epsilon={epsilon!r} is above {MAX_EPSILON}; such a decision has no meaningful "
+            f"epsilon={show(eps)} is above {MAX_EPSILON}; such a decision has no meaningful "
             f"privacy. Use a smaller epsilon (typical: 0.01 to 10)."
         )
     if chosen == "laplace" and dlt != 0:
@@ -133,7 +149,7 @@ def check_parameters(
         if dlt < needed * (1 - SAFETY_MARGIN):
             raise InvalidParameterError(
                 f"method='cutoff' is only (epsilon, 1 - exp(-epsilon))-DP: with "
-                f"epsilon={epsilon!r} it spends delta = {float(needed):.6g}: with up to that "
+                f"epsilon={show(eps)} it spends delta = {float(needed):.6g}: with up to that "
                 f"probability it can reveal whether one person is in the data. To accept "
                 f"that, pass delta={_rounded_up(needed)} (any "
                 f"delta >= 1 - exp(-epsilon)); otherwise use method='laplace' or 'generalized'."

@@ -30,8 +30,12 @@ def simplest_rational(x: float) -> Fraction:
     if x < 0.0:
         return -simplest_rational(-x)
     exact = Fraction(x)
-    lower = (exact + Fraction(math.nextafter(x, -math.inf))) / 2
-    upper = (exact + Fraction(math.nextafter(x, math.inf))) / 2
+    below = Fraction(math.nextafter(x, -math.inf))
+    above = math.nextafter(x, math.inf)
+    # The largest float has no finite neighbour above: its spacing there mirrors below.
+    upper_neighbour = Fraction(above) if math.isfinite(above) else 2 * exact - below
+    lower = (exact + below) / 2
+    upper = (exact + upper_neighbour) / 2
     return _simplest_between(lower, upper)
 
 

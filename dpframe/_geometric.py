@@ -952,10 +952,74 @@ def sum_half_width(unit_epsilon: Fraction, k: int, alpha: float, *, absolute: bo
     if unit_epsilon < Fraction(1, 1000):
         coarse = math.ceil(1 / (1000 * unit_epsilon))  # >= 2, and unit * coarse >= 1/1000
         beta = math.exp(-float(unit_epsilon * coarse) * (1 - 2.0**-18))
+        if _fft_size(beta, k) > _MAX_FFT:
+            return _chernoff_half_width(unit_epsilon, k, alpha, absolute=absolute)
         narrow = _convolved_half_width(beta, k, alpha, absolute=absolute, signed_zero=False)
         return (narrow + k) * coarse
     a = math.exp(-float(unit_epsilon) * (1 - 2.0**-18))
+    if _fft_size(a, k) > _MAX_FFT:
+        return _chernoff_half_width(unit_epsilon, k, alpha, absolute=absolute)
     return _convolved_half_width(a, k, alpha, absolute=absolute, signed_zero=True)
+
+
+# Largest FFT of the convolved bars (points); wider sums use the Chernoff bound.
+_MAX_FFT = 1 << 22
+
+
+def _fft_widths(a: float, k: int) -> tuple[float, int, int]:
+    """``(spread, width, total_width)`` of the convolution of k terms with parameter a."""
+    spread = math.sqrt(k * 2 * a) / (1 - a)  # standard deviation of the sum (about)
+    width = math.ceil(math.log(1e-15 / (k + 1)) / math.log(a)) + 1  # one term's support
+    total_width = min(k * width, math.ceil(40 * spread) + width)
+    return spread, width, total_width
+
+
+def _fft_size(a: float, k: int) -> int:
+    return 1 << (2 * _fft_widths(a, k)[2] + 2).bit_length()
+
+
+def _chernoff_half_width(unit_epsilon: Fraction, k: int, alpha: float, *, absolute: bool) -> int:
+    """A bar from Chernoff's bound, for sums too wide for an FFT (conservative, never short).
+
+    ``P(S > t) <= min_λ M(λ)**k e**(-λt)`` with ``M`` the moment generating function of
+    one term (two-sided geometric ``a = exp(-ε(1 - 2**-18))``, a hair wider than the
+    noise drawn: ``M(λ) = (1 - a)**2 / ((1 - a e**λ)(1 - a e**-λ))``; of ``|N|`` for
+    ``absolute``), doubled for ``|S|``. The bound is within a small factor of the true
+    bar for large ``k``; the smallest ``t`` meeting ``alpha`` is found by bisection.
+    """
+    u = float(unit_epsilon) * (1 - 2.0**-18)
+    one_minus_a = -math.expm1(-u)
+    a = math.exp(-u)
+
+    def log_mgf(lam: float) -> float:
+        if absolute:  # |N|: P(0) = (1-a)/(1+a), P(m) = 2 (1-a)/(1+a) a**m
+            return math.log(one_minus_a / (1 + a)) + math.log1p(
+                2 * math.exp(lam - u) / -math.expm1(lam - u)
+            )
+        return (
+            2 * math.log(one_minus_a)
+            - math.log(-math.expm1(lam - u))
+            - math.log(-math.expm1(-lam - u))
+        )
+
+    def log_tail(t: float) -> float:  # log of the bound on P(S > t), minimized over λ
+        lo, hi = 0.0, u * (1 - 1e-9)
+        for _ in range(200):  # golden-section search: the exponent is convex in λ
+            m1, m2 = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+            f1 = k * log_mgf(m1) - m1 * t
+            f2 = k * log_mgf(m2) - m2 * t
+            lo, hi = (lo, m2) if f1 < f2 else (m1, hi)
+        lam = (lo + hi) / 2
+        return min(0.0, k * log_mgf(lam) - lam * t)
+
+    target = math.log(alpha / (1 if absolute else 2)) - 1e-9
+    low, high = 0.0, 1.0
+    while log_tail(high) > target:
+        low, high = high, 2 * high
+    while high - low > max(1.0, high * 1e-9):
+        middle = (low + high) / 2
+        low, high = (low, middle) if log_tail(middle) <= target else (middle, high)
+    return math.ceil(high)
 
 
 def _convolved_half_width(
@@ -967,9 +1031,7 @@ def _convolved_half_width(
     P(0) = (1 - a)/(1 + a)), or ``S Q`` with ``Q`` one-sided geometric and ``S`` a fair
     sign (``signed_zero=False``: P(0) = 1 - a); with ``absolute``, its magnitude.
     """
-    spread = math.sqrt(k * 2 * a) / (1 - a)  # standard deviation of the sum (about)
-    width = math.ceil(math.log(1e-15 / (k + 1)) / math.log(a)) + 1  # one term's support
-    total_width = min(k * width, math.ceil(40 * spread) + width)
+    _, width, total_width = _fft_widths(a, k)
     size = 1 << (2 * total_width + 2).bit_length()
     magnitudes = np.arange(width + 1, dtype=np.float64)
     if signed_zero:
@@ -1032,7 +1094,7 @@ def unit_epsilon_in_range(epsilon: Any, sensitivity: Any, *, bounded: bool) -> F
     return unit
 
 
-def _checked_alpha(value: Any) -> Fraction:
+def checked_alpha(value: Any) -> Fraction:
     """A two-sided error probability in ``[MIN_ALPHA, 1)``, exactly (Fractions kept as given)."""
     _validation.probability(value, "alpha")  # type and (0, 1)
     exact = value if isinstance(value, Fraction) else simplest_rational(float(value))
@@ -1408,7 +1470,7 @@ def geometric_accuracy(
         )
     checked_bounds = None if bounds is None else _validation.integer_bounds(bounds)
     unit_epsilon = unit_epsilon_in_range(epsilon, sensitivity, bounded=checked_bounds is not None)
-    level = _checked_alpha(alpha)
+    level = checked_alpha(alpha)
     n_terms = _validation.positive_int(terms, "terms")
     if n_terms > MAX_TERMS:
         raise InvalidParameterError(f"terms must be at most 2**40, got {n_terms:,}.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import sys
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,7 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
 from dpframe._coins import random_uint16, random_uint32
-from dpframe._exact import exp_decimal, precise, to_decimal
+from dpframe._exact import exp_decimal, precise, show, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
 
@@ -72,6 +73,9 @@ _MAX_SCALE_OVER_GRID = Fraction(2) ** 800
 _ACCEPT_BITS = 12
 # Geometric proposal: weights beyond 2**-100 of the normalization are handled as a lump.
 _FAR_LOG = 100
+# Largest budget ε − ln(1 − δ) per grid step of sensitivity: keeps the unit g/b below 200
+# (the geometric engine's limit) with room for the search's factor 2.
+_MAX_BUDGET_PER_REACH = 99
 # The scale search aims this far (relative) below the budget before the exact check.
 _SEARCH_MARGIN = Fraction(1, 2**24)
 
@@ -99,6 +103,19 @@ def _one_minus_exp_neg(x: Fraction) -> Decimal:
         d = to_decimal(x)
         return d - d * d / 2 + d * d * d / 6
     return 1 - exp_decimal(-x)
+
+
+def _real_bounds(bounds: Any) -> tuple[float, float]:
+    """:func:`dpframe._validation.real_bounds`, refusing ends beyond float64 (huge ints or
+    Fractions), which it would pass to ``float()`` unchecked."""
+    if isinstance(bounds, tuple | list) and len(bounds) == 2:
+        for end in bounds:
+            if isinstance(end, numbers.Rational) and abs(Fraction(end)) > _DBL_MAX:
+                raise InvalidParameterError(
+                    f"bounds must be finite float64 numbers (at most about 1.8e308 in "
+                    f"magnitude), got an end of magnitude {show(abs(Fraction(end)))}."
+                )
+    return _validation.real_bounds(bounds)
 
 
 # ---------------------------------------------------------------- the full-precision uniform
@@ -187,24 +204,24 @@ def _snapping(epsilon: Fraction, sensitivity: Fraction, lo: float, hi: float) ->
         scale = math.inf
     if not math.isfinite(scale) or (_DBL_MAX - bound_abs) <= _OVERFLOW_TAILS * Fraction(scale):
         raise NoiseOverflowError(
-            f"epsilon / sensitivity = {float(epsilon / sensitivity):g} with bounds up to "
-            f"{float(bound_abs):g} gives Laplace noise that reaches the largest float64 "
+            f"epsilon / sensitivity = {show(epsilon / sensitivity)} with bounds up to "
+            f"{show(bound_abs)} gives Laplace noise that reaches the largest float64 "
             f"with probability above 2**-64. Use a larger epsilon or a smaller sensitivity."
         )
     if scale < _MIN_SCALE:
         raise InvalidParameterError(
-            f"sensitivity / epsilon = {float(sensitivity / epsilon):g} is below 2**-960; "
+            f"sensitivity / epsilon = {show(sensitivity / epsilon)} is below 2**-960; "
             f"the noise would be subnormal in float64. Rescale the data (e.g. to other "
             f"units) so that sensitivity / epsilon is larger."
         )
     if not Fraction(scale) < bound:
         raise InvalidParameterError(
-            f"epsilon={float(epsilon):g} is too small for the snapping mechanism: its "
+            f"epsilon={show(epsilon)} is too small for the snapping mechanism: its "
             f"floating-point term 2**-44·B/λ cannot stay below epsilon. Use epsilon >= 1e-12."
         )
     if not bound_abs < _MAX_BOUND_OVER_SCALE * Fraction(scale):
         raise InvalidParameterError(
-            f"bounds=({lo!r}, {hi!r}) reach {float(bound_abs):g}, at least 2**46 times the "
+            f"bounds=({lo!r}, {hi!r}) reach {show(bound_abs)}, at least 2**46 times the "
             f"noise scale {scale:g}: float64 cannot hold the snapping grid that far from "
             f"zero. Shift the data towards zero first (e.g. subtract a public offset), or "
             f"use a smaller epsilon or a larger sensitivity."
@@ -359,7 +376,7 @@ def laplace(
     """
     eps = _validation.epsilon(epsilon)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
+    lo, hi = _real_bounds(bounds)
     array = _validation.real_array(values)
     snap = _snapping(eps, sens, lo, hi)
     source = bit_source(rng)
@@ -409,8 +426,8 @@ def laplace_accuracy(
     """
     eps = _validation.epsilon(epsilon)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
-    level = _validation.probability(alpha, "alpha")
+    lo, hi = _real_bounds(bounds)
+    level = float(_geometric.checked_alpha(alpha))
     snap = _snapping(eps, sens, lo, hi)
     # One part in 2**40 covers the rounding of the float64 arithmetic below.
     tail = snap.scale * -math.log(level) * (1 + 2.0**-40)
@@ -635,7 +652,7 @@ def _grid_for(sensitivity: Fraction, lo: float, hi: float) -> tuple[int, int, in
     steps = math.floor(Fraction(hi) / grid) - first
     if exponent < -1000:
         raise InvalidParameterError(
-            f"sensitivity={float(sensitivity):g} with bounds=({lo!r}, {hi!r}) needs a grid "
+            f"sensitivity={show(sensitivity)} with bounds=({lo!r}, {hi!r}) needs a grid "
             f"finer than 2**-1000. Rescale the data (e.g. to other units)."
         )
     if steps < _MIN_GRID_STEPS:
@@ -654,7 +671,7 @@ def _bounded_plan(
     """Grid, scale and sampler of the bounded Laplace mechanism, checked in high precision."""
     if sensitivity / epsilon > _DBL_MAX:
         raise NoiseOverflowError(
-            f"epsilon / sensitivity = {float(epsilon / sensitivity):g} gives a noise scale "
+            f"epsilon / sensitivity = {show(epsilon / sensitivity)} gives a noise scale "
             f"beyond the float64 range. Use a larger epsilon or a smaller sensitivity."
         )
     exponent, first, steps = _grid_for(sensitivity, lo, hi)
@@ -662,14 +679,24 @@ def _bounded_plan(
     reach = math.ceil(sensitivity / grid)
     if sensitivity / epsilon > _MAX_SCALE_OVER_GRID * grid:
         raise InvalidParameterError(
-            f"sensitivity / epsilon = {float(sensitivity / epsilon):g} is more than 2**800 "
+            f"sensitivity / epsilon = {show(sensitivity / epsilon)} is more than 2**800 "
             f"times the grid of bounds=({lo!r}, {hi!r}); the output would be uniform. Use "
             f"a larger epsilon or a smaller sensitivity."
         )
     with precise():
         # Holohan et al.: p <= e^ε' q pointwise with ε' = ε − ln(1 − δ) gives (ε, δ)-DP.
-        budget = to_decimal(epsilon) - (1 - to_decimal(delta)).ln()
+        budget = to_decimal(epsilon) - to_decimal(1 - delta).ln()
         target = budget * (1 - to_decimal(_SEARCH_MARGIN))
+    # The noise per grid step (the unit, at most 2·budget/reach) must stay within what the
+    # geometric engine draws: beyond, the noise is below 1/200 of a grid step (no privacy).
+    largest = _MAX_BUDGET_PER_REACH * reach
+    if budget > largest:
+        raise InvalidParameterError(
+            f"epsilon - ln(1 - delta) = {show(Fraction(budget))} is too large for bounded_laplace "
+            f"with sensitivity={show(sensitivity)} and bounds=({lo!r}, {hi!r}): the noise would "
+            f"be below 1/200 of the output grid, so the release would be exact. Use epsilon "
+            f"- ln(1 - delta) at most {show(largest)} (typical epsilon: 0.01 to 10)."
+        )
     for _ in range(3):
         unit = _largest_unit(target, reach, steps)
         if (steps + 1) * unit <= 2:
@@ -881,7 +908,7 @@ def bounded_laplace(
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
+    lo, hi = _real_bounds(bounds)
     array = _validation.real_array(values)
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     source = bit_source(rng)
@@ -960,8 +987,8 @@ def bounded_laplace_accuracy(
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
-    level = _validation.probability(alpha, "alpha")
+    lo, hi = _real_bounds(bounds)
+    level = float(_geometric.checked_alpha(alpha))
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     # Realized tail <= e^(2κ)·ideal/(1 − far) + e^κ·far (see _geometric_margin).
     far = float(plan.far)
