@@ -26,16 +26,17 @@ import decimal
 import functools
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._coins import Coin, bernoulli, make_coin
+from dpframe._coins import Coin, CoinTable, lazy_bernoulli, lazy_bernoulli_indexed, make_coin
 from dpframe._exact import (
     exp_decimal,
     exp_lower_bound,
@@ -63,6 +64,8 @@ _DELTA_TAIL_LOG2 = 44
 # decision ignores the data); above 200 it is a deterministic threshold in all but name.
 MIN_EPSILON = Fraction(1, 2**64)
 MAX_EPSILON = Fraction(200)
+# Counts spanning fewer values than this are mapped to their coins through a lookup array.
+_DENSE_RANGE = 1 << 20
 # 1 - p below this would round p to 1 in the curve's 120-digit arithmetic.
 MIN_P_DISTANCE = Fraction(1, 10**100)
 
@@ -369,6 +372,14 @@ def realized_probability(curve: DecisionCurve, count: int) -> Fraction:
     return outcome.probability
 
 
+def _clamped_to_window(flat: NDArray[np.int64], curve: DecisionCurve) -> NDArray[np.int64]:
+    """Counts clamped into the curve's window: counts beyond its reaches share a coin."""
+    limit = np.iinfo(np.int64)
+    low = max(curve.junction - curve.lower_reach, int(limit.min))
+    high = curve.junction + (curve.upper_reach if curve.upper_scale > 0 else 1)
+    return np.clip(flat, low, min(high, int(limit.max)))
+
+
 def sample_decisions(
     counts: NDArray[np.int64],
     *,
@@ -381,38 +392,33 @@ def sample_decisions(
 ) -> NDArray[np.bool_]:
     """One independent decision per entry of ``counts`` (validated parameters).
 
-    Counts that share a coin (equal counts, or counts in the same clamped tail) are drawn
-    in one vectorized :func:`dpframe._coins.bernoulli` call; the Python loop runs over
-    distinct coins only.
+    Each count's exact coin is looked up once per distinct count (counts beyond the
+    curve's reaches share one); the draws are one vectorized pass that compares one
+    random byte per decision with its coin's threshold (:func:`lazy_bernoulli_indexed`),
+    reading more words only on a tie (1/256).
     """
     prob = p if isinstance(p, Fraction) else simplest_rational(float(p))
     curve = decision_curve(min_count, epsilon, delta, method, prob)
-    flat = np.asarray(counts, dtype=np.int64).reshape(-1)
-    result = np.zeros(flat.size, dtype=np.bool_)
+    shape = np.shape(counts)
+    flat = _clamped_to_window(np.asarray(counts, dtype=np.int64).reshape(-1), curve)
     if not flat.size:
-        return result.reshape(np.shape(counts))
-    unique, inverse = np.unique(flat, return_inverse=True)
-    index_of: dict[_Outcome, int] = {}
-    outcomes: list[_Outcome] = []
-    group_of_unique = np.empty(unique.size, dtype=np.intp)
-    for position, count in enumerate(unique.tolist()):
-        outcome = decision_coin(curve, count)
-        if outcome not in index_of:
-            index_of[outcome] = len(outcomes)
-            outcomes.append(outcome)
-        group_of_unique[position] = index_of[outcome]
-    group = group_of_unique[inverse.reshape(-1)]
-    order = np.argsort(group, kind="stable")
-    bounds = np.cumsum(np.bincount(group, minlength=len(outcomes)))
-    start = 0
-    for outcome, stop in zip(outcomes, bounds.tolist(), strict=True):
-        members = order[start:stop]
-        if isinstance(outcome, bool):
-            result[members] = outcome
-        else:
-            result[members] = bernoulli(source, outcome, members.size, False)
-        start = stop
-    return result.reshape(np.shape(counts))
+        return np.zeros(shape, dtype=np.bool_)
+    low, high = int(flat.min()), int(flat.max())
+    if high - low < _DENSE_RANGE:
+        offsets = flat - low
+        distinct = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1)) + low
+        lookup = np.zeros(high - low + 1, dtype=np.intp)
+        lookup[distinct - low] = np.arange(distinct.size)
+        index = lookup[offsets]
+    else:
+        distinct, index = np.unique(flat, return_inverse=True)
+    outcomes = [decision_coin(curve, count) for count in distinct.tolist()]
+    if len(outcomes) == 1:
+        only = outcomes[0]
+        if isinstance(only, bool):
+            return np.full(shape, only, dtype=np.bool_)
+        return lazy_bernoulli(source, only, flat.size).reshape(shape)
+    return lazy_bernoulli_indexed(source, CoinTable(outcomes), index.reshape(-1)).reshape(shape)
 
 
 # ---------------------------------------------------------------- public functions
@@ -422,10 +428,10 @@ def decision_probability(
     counts: ArrayLike,
     *,
     min_count: int | np.integer[Any],
-    epsilon: float,
-    delta: float = 0.0,
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
     method: str = "laplace",
-    p: float = 0.5,
+    p: float | Fraction = 0.5,
 ) -> NDArray[np.float64]:
     """Probability that :func:`threshold_decision` says True, for each true count.
 
@@ -483,6 +489,9 @@ def decision_probability(
       curve: the Laplace curve at ``p = ½``, and within ``cosh(ε/2) - 1 ≈ ε²/8`` of it
       otherwise.
 
+    Computing the curve depends on the parameters only (no data, no randomness); its
+    running time grows with the number of distinct counts asked about.
+
     The values differ from these formulas only through the safety margin described in
     :func:`threshold_decision` (``ε(1 - 2^-40)`` in place of ``ε``, ``δ(1 - 2^-40)``
     in place of ``δ``, and the dyadic rounding) and, for pure curves, in the tails
@@ -514,16 +523,42 @@ def decision_probability(
     return values[inverse.reshape(-1)].reshape(array.shape)
 
 
+@overload
 def threshold_decision(
     count: int | np.integer[Any],
     *,
     min_count: int | np.integer[Any],
-    epsilon: float,
-    delta: float = 0.0,
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
     method: str = "laplace",
-    p: float = 0.5,
+    p: float | Fraction = 0.5,
     rng: Any = None,
-) -> bool:
+) -> bool: ...
+
+
+@overload
+def threshold_decision(
+    count: Sequence[int] | NDArray[np.integer[Any]],
+    *,
+    min_count: int | np.integer[Any],
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
+    method: str = "laplace",
+    p: float | Fraction = 0.5,
+    rng: Any = None,
+) -> NDArray[np.bool_]: ...
+
+
+def threshold_decision(
+    count: int | np.integer[Any] | Sequence[int] | NDArray[np.integer[Any]],
+    *,
+    min_count: int | np.integer[Any],
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
+    method: str = "laplace",
+    p: float | Fraction = 0.5,
+    rng: Any = None,
+) -> bool | NDArray[np.bool_]:
     """Decide, with differential privacy, whether a count reaches ``min_count``.
 
     Answers "are there at least ``min_count`` records?" with a random True/False whose
@@ -533,8 +568,9 @@ def threshold_decision(
 
     Parameters
     ----------
-    count : int
-        The true number of records (``>= 0``).
+    count : int or array_like of int
+        The true number of records (``>= 0``). An array gives one independent
+        decision per entry (see Notes for what that costs).
     min_count : int
         ``m``: the number of records that should count as enough (``0 <= m <= 2**62``).
     epsilon : float
@@ -560,8 +596,8 @@ def threshold_decision(
 
     Returns
     -------
-    bool
-        The decision.
+    bool or numpy.ndarray of bool
+        The decision; for an array of counts, one per entry, with its shape.
 
     Raises
     ------
@@ -607,9 +643,18 @@ def threshold_decision(
     ``δ > 0`` become exactly 0 (or 1) once within ``2^-44 δ e^-ε`` of it, which the
     δ margin covers.
 
-    **Not constant time.** The work done depends on the count (a few decimal
-    exponentials, rarely an extra random word), so an observer who can time the call
-    learns something about the count. Do not expose timings.
+    **Several counts.** An array of counts gets independent decisions, each with the
+    guarantee above for its own count. Releasing them together costs ``(ε, δ)`` in
+    all only when every row counts towards at most one of them (counts of disjoint
+    groups, parallel composition); otherwise the costs add up.
+
+    **Running time and randomness.** One random byte decides each coin except on a
+    tie with its threshold's first byte (probability 1/256), which reads further
+    words. The work done depends on the count: the first decision at a count not seen
+    before computes its coin (a few 120-digit exponentials), and counts near
+    ``min_count`` have coins of more words. So an observer who can time the call, or
+    count the random words it reads, learns something about the count. Do not expose
+    timings.
 
     References
     ----------
@@ -626,12 +671,19 @@ def threshold_decision(
     >>> dpm.threshold_decision(10**6, min_count=1000, epsilon=0.1, delta=1e-6,
     ...                        method="generalized", p=0.9)
     True
+    >>> dpm.threshold_decision([10**6, 10**6], min_count=1000, epsilon=0.1).tolist()
+    [True, True]
     """
     checked = check_parameters(min_count, epsilon, delta, method, p)
-    value = _integer(count, "count", "Pass the true number of records, an integer >= 0.")
+    scalar = isinstance(count, numbers.Integral)
+    if scalar:
+        value = _integer(count, "count", "Pass the true number of records, an integer >= 0.")
+        counts = np.array([value], dtype=np.int64)
+    else:
+        counts = _counts(count, "count")
     source = bit_source(rng)
     decided = sample_decisions(
-        np.array([value], dtype=np.int64),
+        counts,
         min_count=checked.min_count,
         epsilon=checked.epsilon,
         delta=checked.delta,
@@ -639,4 +691,4 @@ def threshold_decision(
         p=checked.p,
         source=source,
     )
-    return bool(decided[0])
+    return bool(decided[0]) if scalar else decided

@@ -359,6 +359,14 @@ def laplace(
     **Accuracy.** ``|output − clamp(value)| <= λ·ln(1/α) + Λ/2`` up to a relative
     2^-48 of B, with probability at least ``1 − α``; see :func:`laplace_accuracy`.
 
+    **Running time and randomness.** Every value consumes two random words (a third
+    with probability 2^-53, when the first 53 bits of the exponent's bit stream are
+    all zero) and goes through the same sequence of numpy operations, in blocks of
+    fixed size, whatever its value and its noise. The number of words therefore
+    reveals essentially nothing; the time is not audited as constant (numpy's ``log``
+    and float64 arithmetic make no timing promise, and subnormal intermediates are
+    slower on some CPUs).
+
     References
     ----------
     I. Mironov, "On significance of the least significant bits for differential
@@ -415,7 +423,8 @@ def laplace_accuracy(
     the grid moves the result by at most ``Λ/2``, floating point by at most
     ``27·2^-53·B`` (see :func:`laplace`), and clamping into ``bounds`` only brings
     the output closer to the clamped value. Without the snapping the half-width would
-    be the closed form ``λ·ln(1/α)``; snapping adds at most ``Λ/2 < λ``.
+    be the closed form ``λ·ln(1/α)``; snapping adds at most ``Λ/2 < λ``. It depends
+    on public parameters only, draws no randomness and spends no privacy budget.
 
     Examples
     --------
@@ -888,6 +897,16 @@ def bounded_laplace(
 
     **Accuracy.** See :func:`bounded_laplace_accuracy`.
 
+    **Running time and randomness.** Rejection sampling: each value is proposed
+    again until a proposal is accepted, and the number of rounds, of random words and
+    the time all depend on the value. A value at an end of the domain is rejected
+    about half the time when the noise is narrower than the domain, a value in the
+    middle rarely; so an observer who can time the call or count the random words
+    learns something about the value itself, not only about the noise. The values are
+    processed in blocks of 32,768 and a block's rounds draw several proposals per
+    pending value once few are left, which blurs but does not remove this. Use
+    :func:`laplace` (fixed work per value) where timing can be observed.
+
     References
     ----------
     N. Holohan, S. Antonatos, S. Braghin, P. Mac Aonghusa, "The Bounded Laplace
@@ -975,7 +994,8 @@ def bounded_laplace_accuracy(
     in closed form for the two inputs where it is largest, an end of the domain and
     its middle, and ``alpha`` is reduced by the factor ``exp(2κ)`` (and the far mass)
     that separates the realized weights from the ideal ones. For a domain much wider
-    than ``b`` this is close to the Laplace closed form ``b·ln(1/alpha)``.
+    than ``b`` this is close to the Laplace closed form ``b·ln(1/alpha)``. It depends
+    on public parameters only, draws no randomness and spends no privacy budget.
 
     Examples
     --------
