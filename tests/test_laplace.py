@@ -970,3 +970,45 @@ def test_errors_subclass_builtins() -> None:
     assert issubclass(InvalidParameterError, ValueError)
     assert issubclass(InvalidParameterTypeError, TypeError)
     assert issubclass(NoiseOverflowError, ValueError)
+
+
+# ---------------------------------------------------------------- acceptance tables
+
+
+def test_acceptance_prefixes_are_the_exact_first_16_bits() -> None:
+    """float64 computes the 16-bit prefixes; every one must equal the exact value's."""
+    plan = _plan(0.5, 0.0, 1.0, (0.0, 2.0))
+    assert plan.sampler == "uniform"
+    for table in plan.accept:
+        for k in range(0, table.prefix.size, 7):
+            assert int(table.prefix[k]) == int(table.probability(k) * 2**16)
+
+
+def test_acceptance_coin_after_a_tie_uses_the_rest() -> None:
+    plan = _plan(0.5, 0.0, 1.0, (0.0, 2.0))
+    table = plan.accept[-1]
+    k = table.prefix.size - 1
+    prefix = int(table.prefix[k])
+
+    class Tied:
+        private = True
+        words_drawn = 0
+
+        def __init__(self) -> None:
+            self.inner = _random.bit_source(None)
+            self.first = True
+
+        def words(self, n: int) -> NDArray[np.uint64]:
+            out = self.inner.words(n).copy()
+            if self.first:
+                self.first = False
+                out.view(np.uint16)[:] = prefix
+            return out
+
+    n = 20_000
+    accepted = int(table.draw(Tied(), np.full(n, k, dtype=np.int64)).sum())
+    rest = table.probability(k) * 2**16 - prefix
+    assert 0 < rest < 1
+    from scipy import stats
+
+    assert stats.binomtest(accepted, n, float(rest)).pvalue > FALSE_ALARM
