@@ -281,6 +281,18 @@ def packed_bernoulli(
 ) -> NDArray[np.unsignedinteger]:
     """``n`` draws of each coin, packed: bit ``i`` of element ``k`` is draw ``k`` of ``coins[i]``.
 
+    See :func:`packed_bernoulli_pooled`, which also says which elements the pool served.
+    """
+    return packed_bernoulli_pooled(source, coins, n)[0]
+
+
+def packed_bernoulli_pooled(
+    source: BitSource, coins: Sequence[Coin], n: int
+) -> tuple[NDArray[np.unsignedinteger], NDArray[np.intp]]:
+    """:func:`packed_bernoulli`, and the elements its tie pool served (a fixed number of
+    positions; those ``>= n`` are padding). Only these can differ from their first 16
+    bits' verdict: a coin whose threshold is below 2**-16 can land only there.
+
     Constant time: each coin compares 16 random bits per element with the first 16 bits
     of its threshold. The elements tie with some threshold in groups of 8 (about
     ``8 len(coins) / 65536`` of the groups do); a running count (cumulative sum) of the
@@ -344,10 +356,11 @@ def packed_bernoulli(
         elements = (crowded[:, None] * _GROUP + offsets).reshape(-1)
         elements = elements[elements < n]
         _resolve_crowded(source, splits, draws, lanes, elements[tied[elements]])
+        members = np.concatenate([members, elements])
     packed = lanes[0][:n].astype(dtype)
     for number, lane in enumerate(lanes[1:], start=1):
         packed |= lane[:n].astype(dtype) << dtype(8 * number)
-    return packed
+    return packed, members
 
 
 @functools.lru_cache(maxsize=256)

@@ -43,7 +43,7 @@ from dpframe._coins import (
     DyadicSampler,
     lazy_bernoulli,
     make_coin,
-    packed_bernoulli,
+    packed_bernoulli_pooled,
     random_uint16,
     random_uint32,
 )
@@ -468,21 +468,29 @@ def _constant_time_block(
     cap = plan.cap
     if cap is None or plan.on_overflow == "repeat":
         raise DPFrameError("internal error: constant-time noise needs a cap or tail plan")
-    packed = packed_bernoulli(source, [*plan.head, plan.zero, plan.overflow], n)
+    packed, pooled = packed_bernoulli_pooled(source, [*plan.head, plan.zero, plan.overflow], n)
     negative = uniform_bits(source, n).view(np.uint8)
     tail = plan.on_overflow == "tail"
     if n_head <= _LOOKUP_DIGITS:
         decoder = _decoder_for(plan)
-        index = packed.astype(np.uint32)
-        index |= negative * np.uint32(1 << (n_head + 2))
+        index = np.zeros(n + 1, dtype=np.uint32)  # + a scratch entry (pattern 0: no tail)
+        index[:n] = packed
+        index[:n] |= negative * np.uint32(1 << (n_head + 2))
         noise: NDArray[np.signedinteger] = np.take(decoder.noise, index)
         if tail:
             dtype = decoder.noise.dtype.type
-            extra = _uniform_integers(source, n, plan.tail_bits, dtype)
+            if plan.overflow.constant_time_split[0] == 0:
+                # The overflow coin is below 2**-16, so it lands only where the tie pool
+                # decided it: those (fixed number of) positions alone need a tail draw.
+                at = np.minimum(pooled, n)
+                extra = _uniform_integers(source, at.size, plan.tail_bits, dtype)
+            else:
+                at = np.arange(n)
+                extra = _uniform_integers(source, n, plan.tail_bits, dtype)
             np.minimum(extra, cap - (1 << n_head), out=extra)
-            extra *= np.take(decoder.tail_sign, index)
-            noise += extra
-        return noise
+            extra *= np.take(decoder.tail_sign, np.take(index, at))
+            noise[at] += extra
+        return noise[:n]
     bits = packed.astype(np.int64)
     head = bits & ((1 << n_head) - 1)
     nonzero = 1 - ((bits >> n_head) & 1)
