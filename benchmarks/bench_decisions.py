@@ -76,7 +76,8 @@ def decisions() -> None:
                 dpm.threshold_decision(c, min_count=MIN_COUNT, epsilon=EPSILON)  # type: ignore[call-overload]
             )
         extras = {
-            name: f"{_timing.words_per_value(fn, N):9.3f} {_timing.first_call_seconds(fn) * 1e3:10.1f} ms"
+            name: f"{_timing.words_per_value(fn, N):9.3f} "
+            f"{_timing.first_call_seconds(fn) * 1e3:10.1f} ms"
             for name, fn in cases.items()
             if name.startswith("dpframe")
         }

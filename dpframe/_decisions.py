@@ -372,12 +372,37 @@ def realized_probability(curve: DecisionCurve, count: int) -> Fraction:
     return outcome.probability
 
 
-def _clamped_to_window(flat: NDArray[np.int64], curve: DecisionCurve) -> NDArray[np.int64]:
-    """Counts clamped into the curve's window: counts beyond its reaches share a coin."""
+def _window(curve: DecisionCurve) -> tuple[int, int]:
+    """Counts outside this range share the coin of its nearer end (the curve's reaches)."""
     limit = np.iinfo(np.int64)
     low = max(curve.junction - curve.lower_reach, int(limit.min))
     high = curve.junction + (curve.upper_reach if curve.upper_scale > 0 else 1)
-    return np.clip(flat, low, min(high, int(limit.max)))
+    return low, min(high, int(limit.max))
+
+
+def _distinct_in_window(
+    flat: NDArray[np.int64], curve: DecisionCurve
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """The distinct counts (clamped into the curve's window) and each entry's position among
+    them, without sorting when the counts span a small range."""
+    if not flat.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
+    low, high = int(flat.min()), int(flat.max())
+    window_low, window_high = _window(curve)
+    if low < window_low or high > window_high:
+        flat = np.clip(flat, window_low, window_high)
+        low = min(max(low, window_low), window_high)
+        high = max(min(high, window_high), window_low)
+    if low == high:
+        return np.array([low], dtype=np.int64), np.zeros(flat.size, dtype=np.intp)
+    if high - low >= _DENSE_RANGE:
+        distinct, index = np.unique(flat, return_inverse=True)
+        return distinct, index.reshape(-1)
+    offsets = flat - low
+    present = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1))
+    lookup = np.zeros(high - low + 1, dtype=np.intp)
+    lookup[present] = np.arange(present.size)
+    return present + low, np.take(lookup, offsets)
 
 
 def sample_decisions(
@@ -400,24 +425,16 @@ def sample_decisions(
     prob = p if isinstance(p, Fraction) else simplest_rational(float(p))
     curve = decision_curve(min_count, epsilon, delta, method, prob)
     shape = np.shape(counts)
-    flat = _clamped_to_window(np.asarray(counts, dtype=np.int64).reshape(-1), curve)
+    flat = np.asarray(counts, dtype=np.int64).reshape(-1)
     if not flat.size:
         return np.zeros(shape, dtype=np.bool_)
-    low, high = int(flat.min()), int(flat.max())
-    if high - low < _DENSE_RANGE:
-        offsets = flat - low
-        distinct = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1)) + low
-        lookup = np.zeros(high - low + 1, dtype=np.intp)
-        lookup[distinct - low] = np.arange(distinct.size)
-        index = lookup[offsets]
-    else:
-        distinct, index = np.unique(flat, return_inverse=True)
-    outcomes = [decision_coin(curve, count) for count in distinct.tolist()]
-    if len(outcomes) == 1:
-        only = outcomes[0]
+    distinct, index = _distinct_in_window(flat, curve)
+    if distinct.size == 1:
+        only = decision_coin(curve, int(distinct[0]))
         if isinstance(only, bool):
             return np.full(shape, only, dtype=np.bool_)
         return lazy_bernoulli(source, only, flat.size).reshape(shape)
+    outcomes = [decision_coin(curve, count) for count in distinct.tolist()]
     return lazy_bernoulli_indexed(source, CoinTable(outcomes), index.reshape(-1)).reshape(shape)
 
 
@@ -515,12 +532,12 @@ def decision_probability(
     curve = decision_curve(
         checked.min_count, checked.epsilon, checked.delta, checked.method, checked.p
     )
-    unique, inverse = np.unique(array.reshape(-1), return_inverse=True)
+    distinct, index = _distinct_in_window(array.reshape(-1), curve)
     values = np.array(
-        [float(realized_probability(curve, count)) for count in unique.tolist()],
+        [float(realized_probability(curve, count)) for count in distinct.tolist()],
         dtype=np.float64,
     )
-    return values[inverse.reshape(-1)].reshape(array.shape)
+    return np.take(values, index).reshape(array.shape)
 
 
 @overload
