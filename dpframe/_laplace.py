@@ -55,11 +55,20 @@ _DBL_MAX = Fraction(sys.float_info.max)
 _LN2 = math.log(2.0)
 # Elements processed at a time: keeps the working arrays inside the CPU cache.
 _BLOCK = 1 << 13
+# Values per block of the snapping mechanism (few operations each: larger blocks).
+_SNAP_BLOCK = 1 << 15
 # Values per block of the bounded mechanism's rejection loop.
 _REJECTION_BLOCK = 1 << 15
 # Bits of the 64-bit word used for the uniform's exponent (a float64 holds 53 exactly).
 _EXPONENT_BITS = 53
 _ONE_BITS = np.uint64(0x3FF0000000000000)  # float64 exponent field of 1.0
+# The first bits of the exponent's bit stream come from the low 11 bits of the mantissa
+# word: the 1-based position of their first one (bit 10 first), or 0 if all are zero.
+_LOW_BITS = 11
+_LOW_MASK = (1 << _LOW_BITS) - 1
+_LOW_POSITIONS = np.array(
+    [0.0] + [float(_LOW_BITS - k.bit_length() + 1) for k in range(1, 1 << _LOW_BITS)]
+)
 
 # Bounded Laplace grid: 2**-20 of the sensitivity (or of the domain width, if narrower).
 _GRID_BITS = 20
@@ -124,29 +133,31 @@ def _real_bounds(bounds: Any) -> tuple[float, float]:
 def _full_precision_uniform(
     source: BitSource, n: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.uint64]]:
-    """``n`` uniforms ``U* = m·2**-e`` with full precision, and ``n`` fair signs.
+    """``n`` uniforms ``U* = m·2**-e`` with full precision and ``n`` fair signs, a word each.
 
     Returns ``(e, m, sign)``: ``e >= 1`` an integer-valued float with
     ``P(e = k) = 2**-k`` (the position of the first one in a stream of fair bits),
     ``m = 1.b1...b52`` with 52 uniform bits, and ``sign`` a fair float64 sign bit (bit
-    63 of a word, to XOR into a float). ``U*`` is a real uniform on (0, 1) truncated to
-    53 significant bits: every double in (0, 1), and every smaller binade too, carries
-    exactly the probability of the interval it truncates. ``U*`` itself is never
-    formed, so there is no floor at 2**-1074.
+    63, to XOR into a float). One word per value holds all three: bits 12..63 are the
+    mantissa, bit 11 the sign, bits 10..0 the start of the exponent's bit stream; only
+    when those 11 bits are all zero (probability 2**-11) are more words read, 53 bits
+    at a time. ``U*`` is a real uniform on (0, 1) truncated to 53 significant bits:
+    every double in (0, 1), and every smaller binade too, carries exactly the
+    probability of the interval it truncates. ``U*`` itself is never formed, so there
+    is no floor at 2**-1074.
     """
-    first = source.words(n)
-    mantissa_words = source.words(n)
-    sign = first << np.uint64(63)  # bit 0: independent of the 53 bits used below
-    top = first >> np.uint64(64 - _EXPONENT_BITS)  # 53 fair bits, exact as a float64
-    exponent = _first_one_position(top)
-    pending = np.flatnonzero(top == 0)  # all 53 bits zero: probability 2**-53, keep reading
-    offset = 0
+    word = source.words(n)
+    sign = (word >> np.uint64(11)) << np.uint64(63)
+    low = (word & np.uint64(_LOW_MASK)).astype(np.intp)
+    exponent = np.take(_LOW_POSITIONS, low)
+    pending = np.flatnonzero(low == 0)  # 11 zero bits: probability 2**-11, keep reading
+    offset = _LOW_BITS
     while pending.size:  # a loop over rounds, on the few undecided elements only
-        offset += _EXPONENT_BITS
         more = source.words(pending.size) >> np.uint64(64 - _EXPONENT_BITS)
         exponent[pending] = offset + _first_one_position(more)
         pending = pending[more == 0]
-    m = ((mantissa_words >> np.uint64(12)) | _ONE_BITS).view(np.float64)
+        offset += _EXPONENT_BITS
+    m = ((word >> np.uint64(12)) | _ONE_BITS).view(np.float64)
     return exponent, m, sign
 
 
@@ -244,27 +255,31 @@ def snapping_scale(
     return snap.scale, snap.grid
 
 
-def _snap_block(
-    x: NDArray[np.float64], snap: _Snapping, lo: float, hi: float, source: BitSource
-) -> NDArray[np.float64]:
-    """Snapped noisy values for clamped inputs ``x`` (one block)."""
-    exponent, m, sign = _full_precision_uniform(source, x.size)
+def _snap_noise(n: int, snap: _Snapping, source: BitSource) -> NDArray[np.float64]:
+    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms."""
+    exponent, m, sign = _full_precision_uniform(source, n)
     # -ln(U*) = e·ln 2 − ln m: exact up to float64 rounding, for any exponent.
     noise = exponent * _LN2
     noise -= np.log(m)
     noise *= snap.scale
     bits = noise.view(np.uint64)
     np.bitwise_xor(bits, sign, out=bits)  # a fair sign, exactly
-    z = x + noise
+    return noise
+
+
+def _snap_round(z: NDArray[np.float64], snap: _Snapping, lo: float, hi: float) -> None:
+    """Round ``z = x + noise`` to the nearest multiple of Λ (ties up) and clamp, in place."""
     grid = snap.grid
     # Anything beyond one grid step outside [lo, hi] ends up clamped either way; clipping
     # first keeps z / Λ small, so the rounding below is exact.
     np.clip(z, lo - grid, hi + grid, out=z)
-    q = z / grid  # exact: Λ is a power of two
-    k = np.floor(q)
-    k += (q - k) >= 0.5  # q - floor(q) is exact; ties go towards +inf
-    k *= grid  # exact: |k| < 2**47
-    return np.clip(k, lo, hi, out=k)
+    z *= 1.0 / grid  # exact: Λ is a power of two
+    # |z / Λ| < 2**47, so its ulp is at most 2**-5 and adding 0.5 is exact: floor then
+    # rounds to the nearest multiple, ties towards +inf.
+    z += 0.5
+    np.floor(z, out=z)
+    z *= grid  # exact: |k| < 2**47
+    np.clip(z, lo, hi, out=z)
 
 
 # ---------------------------------------------------------------- the snapping mechanism
@@ -359,8 +374,8 @@ def laplace(
     **Accuracy.** ``|output − clamp(value)| <= λ·ln(1/α) + Λ/2`` up to a relative
     2^-48 of B, with probability at least ``1 − α``; see :func:`laplace_accuracy`.
 
-    **Running time and randomness.** Every value consumes two random words (a third
-    with probability 2^-53, when the first 53 bits of the exponent's bit stream are
+    **Running time and randomness.** Every value consumes one random word (a second
+    with probability 2^-11, when the 11 bits the exponent's bit stream starts with are
     all zero) and goes through the same sequence of numpy operations, in blocks of
     fixed size, whatever its value and its noise. The number of words therefore
     reveals essentially nothing; the time is not audited as constant (numpy's ``log``
@@ -388,11 +403,13 @@ def laplace(
     array = _validation.real_array(values)
     snap = _snapping(eps, sens, lo, hi)
     source = bit_source(rng)
-    flat = np.clip(array.reshape(-1), lo, hi)
+    flat = array.reshape(-1)
     out = np.empty(flat.size, dtype=np.float64)
-    for start in range(0, flat.size, _BLOCK):
-        stop = min(flat.size, start + _BLOCK)
-        out[start:stop] = _snap_block(flat[start:stop], snap, lo, hi, source)
+    for start in range(0, flat.size, _SNAP_BLOCK):  # everything in cache, block by block
+        stop = min(flat.size, start + _SNAP_BLOCK)
+        x = np.clip(flat[start:stop], lo, hi, out=out[start:stop])
+        x += _snap_noise(x.size, snap, source)
+        _snap_round(x, snap, lo, hi)
     return out.reshape(array.shape)
 
 

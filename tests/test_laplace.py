@@ -311,11 +311,18 @@ class _ScriptedSource:
 def test_full_precision_uniform_has_no_floor() -> None:
     """Exponent bits that are all zero keep the exponent growing: no floor at 2^-1074."""
     top_bit = 1 << 63
-    # first word (exponent): 53 zero bits; mantissa word; then 53 more zeros, then a one.
-    source = _ScriptedSource([0, top_bit, 0, 1 << 11])
-    exponent, mantissa, _ = _laplace._full_precision_uniform(source, 1)
-    assert exponent[0] == 53 + 53 + 53
+    # the word: mantissa 1.1000..., sign 0, 11 zero exponent bits; then 53 zeros; then
+    # 52 zeros and a one (the top 53 bits of 1 << 11).
+    source = _ScriptedSource([top_bit, 0, 1 << 11])
+    exponent, mantissa, sign = _laplace._full_precision_uniform(source, 1)
+    assert exponent[0] == 11 + 53 + 53
     assert mantissa[0] == 1.5
+    assert sign[0] == 0
+    # the first one in the 11 low bits decides at once: bit 10 set -> e = 1, bit 0 -> 11
+    for low, expected in [(1 << 10, 1), (1 << 9 | 1, 2), (1, 11)]:
+        exponent, _, sign = _laplace._full_precision_uniform(_ScriptedSource([low | 1 << 11]), 1)
+        assert exponent[0] == expected
+        assert sign[0] == np.uint64(1 << 63)
 
 
 def test_numpy_log_error_is_below_one_ulp() -> None:
