@@ -13,14 +13,24 @@ How a noise value is built (every step vectorized over the whole array):
   mechanisms only need ``min(|N|, reach)``); or, in constant-time mode when the head
   cannot reach the cap, land uniformly in a flat *tail* (``tail``).
 
-Every coin is an exact Bernoulli with a dyadic probability: the drawn 64-bit words are
-compared, as one long binary fraction, with the digits of the threshold. Floating point
-never decides an output. Because the coins' probabilities are rounded to dyadic
-numbers, the realized distribution differs slightly from the ideal one; so the plan
-targets ``γ = exp(-ε'(1 - 2**-20))`` (a hair more noise than needed) and
+Every coin is an exact Bernoulli with a dyadic probability. Floating point never
+decides an output. Because the coins' probabilities are rounded to dyadic numbers, the
+realized distribution differs slightly from the ideal one; so the plan targets
+``γ = exp(-ε'(1 - 2**-20))`` (a hair more noise than needed) and
 :func:`privacy_failures` then verifies, in exact rational arithmetic, every likelihood
 ratio the privacy proof needs against a rational ``L <= exp(ε')``. A plan that fails is
 never used.
+
+How the coins are drawn (near the randomness floor, issue 17): by default, the joint
+distribution of the zero coin, the sign, the first 8 head digits (and the overflow coin
+when the head is that short) is a finite distribution with dyadic probabilities, drawn
+exactly by the Knuth–Yao method from 16-bit digits (:class:`~dpframe._coins.DyadicSampler`:
+one 16-bit draw decides about 99% of the values); further digits come 11 at a time from
+more such tables. At epsilon 1 that is a quarter of a 64-bit word per value. In
+constant-time mode every coin compares 16 random bits per value with its threshold and
+the rare ties are resolved from a pool of fixed size
+(:func:`~dpframe._coins.packed_bernoulli_pooled`). Either way the realized distribution
+is exactly the plan's, the one verified.
 """
 
 from __future__ import annotations
@@ -376,7 +386,7 @@ def _finish_overflow(
         tail = _uniform_integers(source, landed.size, plan.tail_bits)
         noise[landed] = sign * (1 + np.minimum(tail + step, plan.cap))
         return
-    pending, sign = landed, sign
+    pending = landed
     while pending.size:
         magnitude = np.abs(noise[pending])
         if plan.cap is not None:
