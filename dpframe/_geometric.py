@@ -402,6 +402,9 @@ def _finish_overflow(
         again = lazy_bernoulli(source, plan.overflow, pending.size)
         pending, sign = pending[again], sign[again]
         noise[pending] += sign * step
+    if plan.cap is not None:  # the last step may overshoot the cap: only min(|N|, reach) matters
+        reach = plan.cap + 1
+        noise[landed] = np.clip(noise[landed], -reach, reach)
 
 
 def _uniform_integers(

@@ -659,3 +659,14 @@ def test_chernoff_bars_are_conservative_and_close() -> None:
         fft = _geometric.sum_half_width(unit, k, 0.05, absolute=absolute)
         bound = _geometric._chernoff_half_width(unit, k, 0.05, absolute=absolute)
         assert fft <= bound <= 1.6 * fft + 10
+
+
+def test_bounded_noise_never_exceeds_the_reach_after_repeats() -> None:
+    """A cap far above the head (repeat rule): overflow rounds must still stop at the reach."""
+    import dataclasses
+
+    base = _geometric.geometric_plan(Fraction(1, 3), None, False)
+    cap = 1000  # far above 2**(K + 1) = 128: the tables themselves never reach it
+    forced = dataclasses.replace(base, overflow=_coins.Coin(3 << 62, 1), cap=cap)  # lands 3/4
+    noise = _geometric.geometric_noise(forced, 200_000, _random.bit_source(None), False)
+    assert np.abs(noise).max() == cap + 1  # reached, never exceeded
