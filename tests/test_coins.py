@@ -85,7 +85,7 @@ def test_lazy_bernoulli_after_a_tie_uses_the_rest_of_the_threshold() -> None:
     assert _binomial_pvalue(hits, N, coin.probability) < FALSE_ALARM
 
 
-def test_bernoulli_keeps_its_constant_time_contract(word_counter: object) -> None:
+def test_bernoulli_keeps_its_constant_time_contract() -> None:
     coin = _odd_coin(Fraction(1, 3), nwords=2)
     source = _random.bit_source(None)
     before = source.words_drawn
