@@ -1537,9 +1537,8 @@ class DPAccessor:
             decided = mechanisms.threshold_decision(
                 rows.count(),
                 min_count=params.min_count,
-                # as given: the mechanism validates them the same way
-                epsilon=epsilon,  # type: ignore[arg-type]  # it accepts Fractions too
-                delta=delta,  # type: ignore[arg-type]
+                epsilon=epsilon,  # as given: the mechanism validates them the same way
+                delta=delta,
                 method=method,
                 p=p,
                 rng=generator,

@@ -26,17 +26,25 @@ import decimal
 import functools
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._coins import Coin, bernoulli, make_coin
-from dpframe._exact import exp_decimal, exp_lower_bound, precise, simplest_rational, to_decimal
+from dpframe._coins import Coin, CoinTable, lazy_bernoulli, lazy_bernoulli_indexed, make_coin
+from dpframe._exact import (
+    exp_decimal,
+    exp_lower_bound,
+    precise,
+    show,
+    simplest_rational,
+    to_decimal,
+)
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
@@ -56,6 +64,10 @@ _DELTA_TAIL_LOG2 = 44
 # decision ignores the data); above 200 it is a deterministic threshold in all but name.
 MIN_EPSILON = Fraction(1, 2**64)
 MAX_EPSILON = Fraction(200)
+# Counts spanning fewer values than this are mapped to their coins through a lookup array.
+_DENSE_RANGE = 1 << 20
+# 1 - p below this would round p to 1 in the curve's 120-digit arithmetic.
+MIN_P_DISTANCE = Fraction(1, 10**100)
 
 
 # ---------------------------------------------------------------- validation
@@ -107,7 +119,14 @@ def check_parameters(
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     chosen = _validation.choice(method, "method", METHODS)
-    prob = simplest_rational(_validation.probability(p, "p"))
+    _validation.probability(p, "p")  # type and (0, 1)
+    prob = p if isinstance(p, Fraction) else simplest_rational(float(p))
+    if 1 - prob < MIN_P_DISTANCE:
+        raise InvalidParameterError(
+            f"p={show(prob)} is too close to 1: pass p between 0 and 1 - 1e-100 (the curve is "
+            f"built in 120-digit arithmetic). Typical values are 0.5 (neutral), 0.9 (generous) "
+            f"or 0.1 (conservative)."
+        )
     m = _integer(
         min_count,
         "min_count",
@@ -115,12 +134,12 @@ def check_parameters(
     )
     if eps < MIN_EPSILON:
         raise InvalidParameterError(
-            f"epsilon={epsilon!r} is below 2**-64: the decision would ignore the count and "
+            f"epsilon={show(eps)} is below 2**-64: the decision would ignore the count and "
             f"be a coin flip with probability p. Use a larger epsilon (typical: 0.01 to 10)."
         )
     if eps > MAX_EPSILON:
         raise InvalidParameterError(
-            f"epsilon={epsilon!r} is above {MAX_EPSILON}; such a decision has no meaningful "
+            f"epsilon={show(eps)} is above {MAX_EPSILON}; such a decision has no meaningful "
             f"privacy. Use a smaller epsilon (typical: 0.01 to 10)."
         )
     if chosen == "laplace" and dlt != 0:
@@ -133,7 +152,7 @@ def check_parameters(
         if dlt < needed * (1 - SAFETY_MARGIN):
             raise InvalidParameterError(
                 f"method='cutoff' is only (epsilon, 1 - exp(-epsilon))-DP: with "
-                f"epsilon={epsilon!r} it spends delta = {float(needed):.6g}: with up to that "
+                f"epsilon={show(eps)} it spends delta = {float(needed):.6g}: with up to that "
                 f"probability it can reveal whether one person is in the data. To accept "
                 f"that, pass delta={_rounded_up(needed)} (any "
                 f"delta >= 1 - exp(-epsilon)); otherwise use method='laplace' or 'generalized'."
@@ -353,6 +372,39 @@ def realized_probability(curve: DecisionCurve, count: int) -> Fraction:
     return outcome.probability
 
 
+def _window(curve: DecisionCurve) -> tuple[int, int]:
+    """Counts outside this range share the coin of its nearer end (the curve's reaches)."""
+    limit = np.iinfo(np.int64)
+    low = max(curve.junction - curve.lower_reach, int(limit.min))
+    high = curve.junction + (curve.upper_reach if curve.upper_scale > 0 else 1)
+    return low, min(high, int(limit.max))
+
+
+def _distinct_in_window(
+    flat: NDArray[np.int64], curve: DecisionCurve
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """The distinct counts (clamped into the curve's window) and each entry's position among
+    them, without sorting when the counts span a small range."""
+    if not flat.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
+    low, high = int(flat.min()), int(flat.max())
+    window_low, window_high = _window(curve)
+    if low < window_low or high > window_high:
+        flat = np.clip(flat, window_low, window_high)
+        low = min(max(low, window_low), window_high)
+        high = max(min(high, window_high), window_low)
+    if low == high:
+        return np.array([low], dtype=np.int64), np.zeros(flat.size, dtype=np.intp)
+    if high - low >= _DENSE_RANGE:
+        distinct, index = np.unique(flat, return_inverse=True)
+        return distinct, index.reshape(-1)
+    offsets = flat - low
+    present = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1))
+    lookup = np.zeros(high - low + 1, dtype=np.intp)
+    lookup[present] = np.arange(present.size)
+    return present + low, np.take(lookup, offsets)
+
+
 def sample_decisions(
     counts: NDArray[np.int64],
     *,
@@ -365,38 +417,25 @@ def sample_decisions(
 ) -> NDArray[np.bool_]:
     """One independent decision per entry of ``counts`` (validated parameters).
 
-    Counts that share a coin (equal counts, or counts in the same clamped tail) are drawn
-    in one vectorized :func:`dpframe._coins.bernoulli` call; the Python loop runs over
-    distinct coins only.
+    Each count's exact coin is looked up once per distinct count (counts beyond the
+    curve's reaches share one); the draws are one vectorized pass that compares one
+    random byte per decision with its coin's threshold (:func:`lazy_bernoulli_indexed`),
+    reading more words only on a tie (1/256).
     """
     prob = p if isinstance(p, Fraction) else simplest_rational(float(p))
     curve = decision_curve(min_count, epsilon, delta, method, prob)
+    shape = np.shape(counts)
     flat = np.asarray(counts, dtype=np.int64).reshape(-1)
-    result = np.zeros(flat.size, dtype=np.bool_)
     if not flat.size:
-        return result.reshape(np.shape(counts))
-    unique, inverse = np.unique(flat, return_inverse=True)
-    index_of: dict[_Outcome, int] = {}
-    outcomes: list[_Outcome] = []
-    group_of_unique = np.empty(unique.size, dtype=np.intp)
-    for position, count in enumerate(unique.tolist()):
-        outcome = decision_coin(curve, count)
-        if outcome not in index_of:
-            index_of[outcome] = len(outcomes)
-            outcomes.append(outcome)
-        group_of_unique[position] = index_of[outcome]
-    group = group_of_unique[inverse.reshape(-1)]
-    order = np.argsort(group, kind="stable")
-    bounds = np.cumsum(np.bincount(group, minlength=len(outcomes)))
-    start = 0
-    for outcome, stop in zip(outcomes, bounds.tolist(), strict=True):
-        members = order[start:stop]
-        if isinstance(outcome, bool):
-            result[members] = outcome
-        else:
-            result[members] = bernoulli(source, outcome, members.size, False)
-        start = stop
-    return result.reshape(np.shape(counts))
+        return np.zeros(shape, dtype=np.bool_)
+    distinct, index = _distinct_in_window(flat, curve)
+    if distinct.size == 1:
+        only = decision_coin(curve, int(distinct[0]))
+        if isinstance(only, bool):
+            return np.full(shape, only, dtype=np.bool_)
+        return lazy_bernoulli(source, only, flat.size).reshape(shape)
+    outcomes = [decision_coin(curve, count) for count in distinct.tolist()]
+    return lazy_bernoulli_indexed(source, CoinTable(outcomes), index.reshape(-1)).reshape(shape)
 
 
 # ---------------------------------------------------------------- public functions
@@ -406,10 +445,10 @@ def decision_probability(
     counts: ArrayLike,
     *,
     min_count: int | np.integer[Any],
-    epsilon: float,
-    delta: float = 0.0,
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
     method: str = "laplace",
-    p: float = 0.5,
+    p: float | Fraction = 0.5,
 ) -> NDArray[np.float64]:
     """Probability that :func:`threshold_decision` says True, for each true count.
 
@@ -467,6 +506,9 @@ def decision_probability(
       curve: the Laplace curve at ``p = ½``, and within ``cosh(ε/2) - 1 ≈ ε²/8`` of it
       otherwise.
 
+    Computing the curve depends on the parameters only (no data, no randomness); its
+    running time grows with the number of distinct counts asked about.
+
     The values differ from these formulas only through the safety margin described in
     :func:`threshold_decision` (``ε(1 - 2^-40)`` in place of ``ε``, ``δ(1 - 2^-40)``
     in place of ``δ``, and the dyadic rounding) and, for pure curves, in the tails
@@ -490,24 +532,50 @@ def decision_probability(
     curve = decision_curve(
         checked.min_count, checked.epsilon, checked.delta, checked.method, checked.p
     )
-    unique, inverse = np.unique(array.reshape(-1), return_inverse=True)
+    distinct, index = _distinct_in_window(array.reshape(-1), curve)
     values = np.array(
-        [float(realized_probability(curve, count)) for count in unique.tolist()],
+        [float(realized_probability(curve, count)) for count in distinct.tolist()],
         dtype=np.float64,
     )
-    return values[inverse.reshape(-1)].reshape(array.shape)
+    return np.take(values, index).reshape(array.shape)
 
 
+@overload
 def threshold_decision(
     count: int | np.integer[Any],
     *,
     min_count: int | np.integer[Any],
-    epsilon: float,
-    delta: float = 0.0,
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
     method: str = "laplace",
-    p: float = 0.5,
+    p: float | Fraction = 0.5,
     rng: Any = None,
-) -> bool:
+) -> bool: ...
+
+
+@overload
+def threshold_decision(
+    count: Sequence[int] | NDArray[np.integer[Any]],
+    *,
+    min_count: int | np.integer[Any],
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
+    method: str = "laplace",
+    p: float | Fraction = 0.5,
+    rng: Any = None,
+) -> NDArray[np.bool_]: ...
+
+
+def threshold_decision(
+    count: int | np.integer[Any] | Sequence[int] | NDArray[np.integer[Any]],
+    *,
+    min_count: int | np.integer[Any],
+    epsilon: float | Fraction,
+    delta: float | Fraction = 0.0,
+    method: str = "laplace",
+    p: float | Fraction = 0.5,
+    rng: Any = None,
+) -> bool | NDArray[np.bool_]:
     """Decide, with differential privacy, whether a count reaches ``min_count``.
 
     Answers "are there at least ``min_count`` records?" with a random True/False whose
@@ -517,8 +585,9 @@ def threshold_decision(
 
     Parameters
     ----------
-    count : int
-        The true number of records (``>= 0``).
+    count : int or array_like of int
+        The true number of records (``>= 0``). An array gives one independent
+        decision per entry (see Notes for what that costs).
     min_count : int
         ``m``: the number of records that should count as enough (``0 <= m <= 2**62``).
     epsilon : float
@@ -544,8 +613,8 @@ def threshold_decision(
 
     Returns
     -------
-    bool
-        The decision.
+    bool or numpy.ndarray of bool
+        The decision; for an array of counts, one per entry, with its shape.
 
     Raises
     ------
@@ -591,9 +660,18 @@ def threshold_decision(
     ``δ > 0`` become exactly 0 (or 1) once within ``2^-44 δ e^-ε`` of it, which the
     δ margin covers.
 
-    **Not constant time.** The work done depends on the count (a few decimal
-    exponentials, rarely an extra random word), so an observer who can time the call
-    learns something about the count. Do not expose timings.
+    **Several counts.** An array of counts gets independent decisions, each with the
+    guarantee above for its own count. Releasing them together costs ``(ε, δ)`` in
+    all only when every row counts towards at most one of them (counts of disjoint
+    groups, parallel composition); otherwise the costs add up.
+
+    **Running time and randomness.** One random byte decides each coin except on a
+    tie with its threshold's first byte (probability 1/256), which reads further
+    words. The work done depends on the count: the first decision at a count not seen
+    before computes its coin (a few 120-digit exponentials), and counts near
+    ``min_count`` have coins of more words. So an observer who can time the call, or
+    count the random words it reads, learns something about the count. Do not expose
+    timings.
 
     References
     ----------
@@ -610,12 +688,19 @@ def threshold_decision(
     >>> dpm.threshold_decision(10**6, min_count=1000, epsilon=0.1, delta=1e-6,
     ...                        method="generalized", p=0.9)
     True
+    >>> dpm.threshold_decision([10**6, 10**6], min_count=1000, epsilon=0.1).tolist()
+    [True, True]
     """
     checked = check_parameters(min_count, epsilon, delta, method, p)
-    value = _integer(count, "count", "Pass the true number of records, an integer >= 0.")
+    scalar = isinstance(count, numbers.Integral)
+    if scalar:
+        value = _integer(count, "count", "Pass the true number of records, an integer >= 0.")
+        counts = np.array([value], dtype=np.int64)
+    else:
+        counts = _counts(count, "count")
     source = bit_source(rng)
     decided = sample_decisions(
-        np.array([value], dtype=np.int64),
+        counts,
         min_count=checked.min_count,
         epsilon=checked.epsilon,
         delta=checked.delta,
@@ -623,4 +708,4 @@ def threshold_decision(
         p=checked.p,
         source=source,
     )
-    return bool(decided[0])
+    return bool(decided[0]) if scalar else decided

@@ -30,8 +30,12 @@ def simplest_rational(x: float) -> Fraction:
     if x < 0.0:
         return -simplest_rational(-x)
     exact = Fraction(x)
-    lower = (exact + Fraction(math.nextafter(x, -math.inf))) / 2
-    upper = (exact + Fraction(math.nextafter(x, math.inf))) / 2
+    below = Fraction(math.nextafter(x, -math.inf))
+    above = math.nextafter(x, math.inf)
+    # The largest float has no finite neighbour above: its spacing there mirrors below.
+    upper_neighbour = Fraction(above) if math.isfinite(above) else 2 * exact - below
+    lower = (exact + below) / 2
+    upper = (exact + upper_neighbour) / 2
     return _simplest_between(lower, upper)
 
 
@@ -84,3 +88,13 @@ def log2_of_decimal(x: decimal.Decimal) -> float:
     """log2 of a positive decimal, as a float (fine for sizing, never for a decision)."""
     exponent = x.adjusted()  # x = m * 10**exponent with 1 <= m < 10
     return math.log2(float(x.scaleb(-exponent))) + exponent * math.log2(10)
+
+
+def show(x: Fraction | int | float) -> str:
+    """``x`` to four significant digits for a message, at any magnitude (no float overflow)."""
+    exact = Fraction(x)
+    if exact == 0 or Fraction(1, 10**300) < abs(exact) < 10**300:
+        return f"{float(exact):.4g}"
+    ctx = decimal.Context(prec=4, Emin=-(10**17), Emax=10**17)
+    value = ctx.divide(decimal.Decimal(exact.numerator), decimal.Decimal(exact.denominator))
+    return format(value.normalize(ctx), "g")

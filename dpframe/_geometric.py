@@ -13,14 +13,24 @@ How a noise value is built (every step vectorized over the whole array):
   mechanisms only need ``min(|N|, reach)``); or, in constant-time mode when the head
   cannot reach the cap, land uniformly in a flat *tail* (``tail``).
 
-Every coin is an exact Bernoulli with a dyadic probability: the drawn 64-bit words are
-compared, as one long binary fraction, with the digits of the threshold. Floating point
-never decides an output. Because the coins' probabilities are rounded to dyadic
-numbers, the realized distribution differs slightly from the ideal one; so the plan
-targets ``γ = exp(-ε'(1 - 2**-20))`` (a hair more noise than needed) and
+Every coin is an exact Bernoulli with a dyadic probability. Floating point never
+decides an output. Because the coins' probabilities are rounded to dyadic numbers, the
+realized distribution differs slightly from the ideal one; so the plan targets
+``γ = exp(-ε'(1 - 2**-20))`` (a hair more noise than needed) and
 :func:`privacy_failures` then verifies, in exact rational arithmetic, every likelihood
 ratio the privacy proof needs against a rational ``L <= exp(ε')``. A plan that fails is
 never used.
+
+How the coins are drawn (near the randomness floor, issue 17): by default, the joint
+distribution of the zero coin, the sign, the first 8 head digits (and the overflow coin
+when the head is that short) is a finite distribution with dyadic probabilities, drawn
+exactly by the Knuth–Yao method from 16-bit digits (:class:`~dpframe._coins.DyadicSampler`:
+one 16-bit draw decides about 99% of the values); further digits come 11 at a time from
+more such tables. At epsilon 1 that is a quarter of a 64-bit word per value. In
+constant-time mode every coin compares 16 random bits per value with its threshold and
+the rare ties are resolved from a pool of fixed size
+(:func:`~dpframe._coins.packed_bernoulli_pooled`). Either way the realized distribution
+is exactly the plan's, the one verified.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -37,8 +48,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._coins import Coin, bernoulli, make_coin
-from dpframe._exact import exp_decimal, exp_lower_bound, precise
+from dpframe._coins import (
+    Coin,
+    DyadicSampler,
+    lazy_bernoulli,
+    make_coin,
+    packed_bernoulli_pooled,
+    random_uint16,
+    random_uint32,
+)
+from dpframe._exact import exp_decimal, exp_lower_bound, precise, show, simplest_rational
 from dpframe._random import BitSource, bit_source, uniform_bits
 from dpframe._validation import INT_LIMIT
 from dpframe.errors import (
@@ -48,7 +67,7 @@ from dpframe.errors import (
     NoiseOverflowError,
 )
 
-__all__ = ["geometric", "geometric_accuracy"]
+__all__ = ["geometric", "geometric_accuracy", "geometric_rejection_epsilon"]
 
 # The plan aims a relative 2**-20 below the requested ε' in the exponent; the dyadic
 # rounding of each coin must stay well inside that slack.
@@ -62,6 +81,15 @@ _BLOCK = 1 << 16
 MAX_UNIT_EPSILON = Fraction(200)
 # Smallest ε' accepted unbounded: below it, noise beyond ±2**62 has probability > 2**-64.
 MIN_UNIT_EPSILON = Fraction(64 * 7, 10 * 2**61)  # 44.8 / 2**61 > 64 ln 2 / 2**62
+# Smallest ε' accepted with bounds: coins for smaller ones would need more than the
+# 120 digits of dpframe's decimal arithmetic (and the noise is uniform over int64 anyway).
+MIN_BOUNDED_UNIT_EPSILON = Fraction(1, 2**128)
+# Smallest alpha of the error bars (the exact tail search handles any; the bar grows
+# like ln(1/alpha) / epsilon), and of the FFT-based bars of sums (accurate to ~1e-12).
+MIN_ALPHA = Fraction(1, 10**300)
+MIN_SUM_ALPHA = 1e-9
+# Most terms in a bar of a sum of noise values.
+MAX_TERMS = 2**40
 
 OverflowRule = Literal["repeat", "cap", "tail"]
 
@@ -218,75 +246,324 @@ def privacy_failures(plan: GeometricPlan, reach: int | None) -> list[str]:
     return failures
 
 
-def _head(plan: GeometricPlan, source: BitSource, n: int, constant_time: bool) -> NDArray[np.int64]:
-    value = np.zeros(n, dtype=np.int64)
-    for i, coin in enumerate(plan.head):
-        bit = bernoulli(source, coin, n, constant_time)
-        np.bitwise_or(value, np.left_shift(bit, i, dtype=np.int64), out=value)
-    return value
+# ---------------------------------------------------------------- sampling
+
+# Head digits per Knuth–Yao table: the first table also holds N = 0 and the sign, so it
+# has at most 2 * 2**9 + 1 outcomes and its level-1 draw decides all but about 1%; the
+# next tables hold 11 digits each (at most 2**12 outcomes with the overflow coin).
+_CHUNK_DIGITS = 8
+_MORE_DIGITS = 11
 
 
-def _block(
-    plan: GeometricPlan, source: BitSource, n: int, constant_time: bool
-) -> NDArray[np.int64]:
-    is_zero = bernoulli(source, plan.zero, n, constant_time)
-    negative = uniform_bits(source, n)
-    cap = plan.cap
-    value = _head(plan, source, n, constant_time)  # C = |N| - 1, before the overflow rule
-    if cap == 0:
-        value[:] = 0
-    elif plan.on_overflow == "cap" and cap is not None:
-        over = bernoulli(source, plan.overflow, n, constant_time)
-        value = np.where(over, cap, np.minimum(value, cap))
-    elif plan.on_overflow == "tail":
-        if cap is None:
-            raise DPFrameError("internal error: tail plan without cap; please report")
-        over = bernoulli(source, plan.overflow, n, constant_time)
-        tail = (source.words(n) >> np.uint64(64 - plan.tail_bits)).astype(np.int64)
-        landed = np.minimum(tail + (1 << len(plan.head)), cap)
-        value = np.where(over, landed, np.minimum(value, cap))
-    else:
-        _repeat(plan, source, value, bernoulli(source, plan.overflow, n, False))
-        if cap is not None:
-            np.minimum(value, cap, out=value)
-    magnitude = np.where(is_zero, 0, value + 1)
-    return np.where(negative, -magnitude, magnitude)
+@dataclass(frozen=True)
+class _Chunk:
+    """One Knuth–Yao table over some head digits (and maybe the zero, sign, overflow coins)."""
+
+    sampler: DyadicSampler
+    offset: int  # position of its lowest digit in G
+    overflow: bool  # whether it carries the overflow coin
+    sparse: bool  # whether its value is 0 at least 90% of the time
+    reaches_cap: bool  # whether the noise can exceed the cap (then it is clipped)
 
 
-def _repeat(
-    plan: GeometricPlan, source: BitSource, value: NDArray[np.int64], over: NDArray[np.bool_]
+def _value_dtype(largest: int) -> type[np.signedinteger]:
+    if largest < 2**15:
+        return np.int16
+    return np.int32 if largest < 2**31 else np.int64
+
+
+def _digit_products(coins: Sequence[Coin]) -> list[int]:
+    """Numerators (over 2**(64 * total words)) of every pattern of the coins' outcomes.
+
+    Index ``h``: bit ``j`` of ``h`` is the outcome of ``coins[j]``.
+    """
+    products = [1]
+    for coin in coins:
+        one = 1 << (64 * coin.nwords)
+        products = [p * (one - coin.numerator) for p in products] + [
+            p * coin.numerator for p in products
+        ]
+    return products
+
+
+def _build_chunks(plan: GeometricPlan) -> tuple[_Chunk, ...]:
+    """The Knuth–Yao tables that draw ``plan``'s noise (see :func:`_table_block`).
+
+    Outcome values: the first table gives ``0`` (for ``N = 0``) or ``±(1 + low digits)``,
+    the others their digits' part of ``G``, shifted into place. The overflow coin rides in
+    the last table and adds ``2**K`` when it lands (under ``cap`` that overshoots the
+    cap and is clipped back to it; under ``repeat`` and ``tail`` the outcome is flagged
+    special and finished by :func:`_finish_overflow`).
+    """
+    n_head = len(plan.head)
+    starts = [0, *range(_CHUNK_DIGITS, n_head, _MORE_DIGITS)]
+    special_overflow = plan.on_overflow in ("repeat", "tail")
+    chunks = []
+    for number, start in enumerate(starts):
+        stop = starts[number + 1] if number + 1 < len(starts) else n_head
+        digits = plan.head[start:stop]
+        last = number == len(starts) - 1
+        coins = list(digits) + ([plan.overflow] if last else [])
+        products = _digit_products(coins)
+        bits = sum(64 * c.nwords for c in coins)
+        span = 1 << len(digits)
+        patterns = np.arange(len(products), dtype=np.int64)
+        value = ((patterns & (span - 1)) << start) + (patterns >> len(digits)) * (1 << n_head)
+        special = (patterns >= span) & special_overflow if last else np.zeros(span, dtype=np.bool_)
+        if number == 0:
+            zero = plan.zero
+            zero_bits = 64 * zero.nwords
+            scale = (1 << zero_bits) - zero.numerator
+            numerators = [zero.numerator << (bits + 1)] + [scale * p for p in products] * 2
+            bits += zero_bits + 1  # the fair sign halves every nonzero outcome
+            value = np.concatenate([[0], value + 1, -(value + 1)])
+            special = np.concatenate([[False], special, special])
+        else:
+            numerators = products
+        values = value.astype(_value_dtype(int(np.abs(value).max())))
+        zero_mass = sum(a for a, v in zip(numerators, values.tolist(), strict=True) if v == 0)
+        sparse = 10 * zero_mass >= 9 << bits
+        reaches = plan.cap is not None and (1 << (n_head + 1)) > plan.cap
+        sampler = DyadicSampler(numerators, bits, values, special)
+        chunks.append(_Chunk(sampler, start, last, sparse, reaches))
+    return tuple(chunks)
+
+
+def _chunks_for(plan: GeometricPlan) -> tuple[_Chunk, ...]:
+    """The plan's tables, built on first use and kept on the (frozen) plan itself."""
+    chunks: tuple[_Chunk, ...] | None = plan.__dict__.get("_chunks")
+    if chunks is None:
+        chunks = _build_chunks(plan)
+        plan.__dict__["_chunks"] = chunks
+    return chunks
+
+
+def _table_block(plan: GeometricPlan, source: BitSource, n: int) -> NDArray[np.int64]:
+    """``n`` noise values from the Knuth–Yao tables: 2 bytes per table (8 or 11 head digits)."""
+    first, *others = _chunks_for(plan)
+    code, special = first.sampler.sample(source, n)
+    noise = code.astype(np.int64)
+    if others:
+        sign = np.sign(code)
+        high: NDArray[np.int64] | None = None
+        for chunk in others:  # their values come shifted into place
+            part, flagged = chunk.sampler.sample(source, n)
+            if chunk.sparse:  # mostly 0: touch only the others
+                moved = np.flatnonzero(part != 0)  # branch-free on booleans
+                noise[moved] += sign[moved] * part[moved].astype(np.int64)
+            elif high is None:
+                high = part.astype(np.int64)
+            else:
+                high += part
+            if chunk.overflow:
+                special = flagged
+        if high is not None:
+            high *= sign
+            noise += high
+        special = special[noise[special] != 0]  # the overflow coin does not matter for N = 0
+    if special.size:
+        _finish_overflow(plan, source, noise, special)
+    if plan.cap is not None and first.reaches_cap:
+        np.clip(noise, -plan.cap - 1, plan.cap + 1, out=noise)
+    return noise
+
+
+def _finish_overflow(
+    plan: GeometricPlan, source: BitSource, noise: NDArray[np.int64], landed: NDArray[np.intp]
 ) -> None:
-    """The high part of G: while the overflow coin lands, add 2**K and toss it again.
+    """Complete the noise where the overflow coin landed (it already added ``2**K``).
 
-    ``G = head + 2**K * Q`` with ``Q = floor(G / 2**K)`` geometric and independent of the
-    K head digits, so the head drawn first is kept and only the coin is tossed again.
+    ``repeat``: ``G = head + 2**K * Q`` with ``Q = floor(G / 2**K)`` geometric and
+    independent of the head digits, so the coin is tossed again until it fails, adding
+    ``2**K`` each time (past the cap the result is clipped anyway: at most reach / 2**K
+    rounds). ``tail``: the magnitude lands uniformly on the flat tail.
     """
     step = 1 << len(plan.head)
-    pending = np.flatnonzero(over)
+    sign = np.sign(noise[landed])
+    if plan.on_overflow == "tail":
+        if plan.cap is None:
+            raise DPFrameError("internal error: tail plan without cap; please report")
+        tail = _uniform_integers(source, landed.size, plan.tail_bits)
+        noise[landed] = sign * (1 + np.minimum(tail + step, plan.cap))
+        return
+    pending = landed
     while pending.size:
-        value[pending] += step
+        magnitude = np.abs(noise[pending])
         if plan.cap is not None:
-            # Past the cap the result is clamped anyway: at most reach / 2**K rounds.
-            pending = pending[value[pending] < plan.cap]
-        elif int(value[pending].max()) > INT_LIMIT:
+            keep = magnitude <= plan.cap  # C = |N| - 1 < cap
+            pending, sign = pending[keep], sign[keep]
+        elif int(magnitude.max()) > INT_LIMIT:
             raise NoiseOverflowError(
                 "the geometric noise drawn exceeded 2**62 (probability below 2**-64 for the "
                 "accepted parameters); nothing was released. Use a larger epsilon or bounds=."
             )
         if not pending.size:
             break
-        pending = pending[bernoulli(source, plan.overflow, pending.size, False)]
+        again = lazy_bernoulli(source, plan.overflow, pending.size)
+        pending, sign = pending[again], sign[again]
+        noise[pending] += sign * step
+    if plan.cap is not None:  # the last step may overshoot the cap: only min(|N|, reach) matters
+        reach = plan.cap + 1
+        noise[landed] = np.clip(noise[landed], -reach, reach)
+
+
+def _uniform_integers(
+    source: BitSource, n: int, bits: int, dtype: type[np.signedinteger] = np.int64
+) -> NDArray[np.signedinteger]:
+    """``n`` uniform integers in ``[0, 2**bits)``, from the narrowest words that hold them."""
+    if bits <= 16:
+        raw: NDArray[np.unsignedinteger] = random_uint16(source, n)
+        width = 16
+    elif bits <= 32:
+        raw, width = random_uint32(source, n), 32
+    else:
+        raw, width = source.words(n), 64
+    if width - bits:
+        raw = raw >> raw.dtype.type(width - bits)
+    return raw.astype(dtype)
+
+
+# Constant-time plans with at most this many head digits decode through a lookup table.
+_LOOKUP_DIGITS = 13
+
+
+@dataclass(frozen=True)
+class _Decoder:
+    """Lookup tables from the packed coins (head digits, zero, overflow, sign) to the noise.
+
+    ``noise[p]`` is the noise for the pattern ``p``; under the ``tail`` rule,
+    ``tail_sign[p]`` is the sign where the overflow coin landed on a nonzero value
+    (else 0), to add ``min(tail, cap - 2**K)`` times it.
+    """
+
+    noise: NDArray[np.signedinteger]
+    tail_sign: NDArray[np.int8]
+
+
+def _build_decoder(plan: GeometricPlan) -> _Decoder:
+    n_head, cap = len(plan.head), plan.cap
+    if cap is None:
+        raise DPFrameError("internal error: constant-time decoder without cap; please report")
+    pattern = np.arange(1 << (n_head + 3), dtype=np.int64)
+    head = pattern & ((1 << n_head) - 1)
+    nonzero = 1 - ((pattern >> n_head) & 1)
+    over = (pattern >> (n_head + 1)) & 1
+    sign = 1 - 2 * ((pattern >> (n_head + 2)) & 1)
+    if plan.on_overflow == "tail":
+        value = np.where(over == 1, 1 << n_head, np.minimum(head, cap))
+    else:  # cap: 2**K > cap, so the overflow lands on the cap
+        value = np.where(over == 1, cap, np.minimum(head, cap))
+    noise = sign * nonzero * (value + 1)
+    tail_sign = (sign * nonzero * over).astype(np.int8)
+    return _Decoder(noise.astype(_value_dtype(cap + 1)), tail_sign)
+
+
+def _decoder_for(plan: GeometricPlan) -> _Decoder:
+    """The plan's lookup tables, built on first use and kept on the (frozen) plan itself."""
+    decoder: _Decoder | None = plan.__dict__.get("_decoder")
+    if decoder is None:
+        decoder = _build_decoder(plan)
+        plan.__dict__["_decoder"] = decoder
+    return decoder
+
+
+def _constant_time_block(
+    plan: GeometricPlan, source: BitSource, n: int
+) -> NDArray[np.signedinteger]:
+    """``n`` noise values with a fixed number of words and a fixed sequence of operations.
+
+    The head digits, the zero coin and the overflow coin are drawn together by
+    :func:`dpframe._coins.packed_bernoulli` (16 bits per coin and element, ties from a
+    fixed pool), the sign and the tail from fixed-width words, and they are combined
+    through lookup tables or branch-free arithmetic on whole arrays.
+    """
+    n_head = len(plan.head)
+    cap = plan.cap
+    if cap is None or plan.on_overflow == "repeat":
+        raise DPFrameError("internal error: constant-time noise needs a cap or tail plan")
+    packed, pooled = packed_bernoulli_pooled(source, [*plan.head, plan.zero, plan.overflow], n)
+    negative = uniform_bits(source, n).view(np.uint8)
+    tail = plan.on_overflow == "tail"
+    if n_head <= _LOOKUP_DIGITS:
+        decoder = _decoder_for(plan)
+        index = np.zeros(n + 1, dtype=np.uint32)  # + a scratch entry (pattern 0: no tail)
+        index[:n] = packed
+        index[:n] |= negative * np.uint32(1 << (n_head + 2))
+        noise: NDArray[np.signedinteger] = np.take(decoder.noise, index)
+        if tail:
+            dtype = decoder.noise.dtype.type
+            if plan.overflow.constant_time_split[0] == 0:
+                # The overflow coin is below 2**-16, so it lands only where the tie pool
+                # decided it: those (fixed number of) positions alone need a tail draw.
+                at = np.minimum(pooled, n)
+                extra = _uniform_integers(source, at.size, plan.tail_bits, dtype)
+            else:
+                at = np.arange(n)
+                extra = _uniform_integers(source, n, plan.tail_bits, dtype)
+            np.minimum(extra, cap - (1 << n_head), out=extra)
+            extra *= np.take(decoder.tail_sign, np.take(index, at))
+            noise[at] += extra
+        return noise[:n]
+    bits = packed.astype(np.int64)
+    head = bits & ((1 << n_head) - 1)
+    nonzero = 1 - ((bits >> n_head) & 1)
+    over = (bits >> (n_head + 1)) & 1
+    value = np.minimum(head, cap)  # C = |N| - 1
+    if tail:
+        extra = np.minimum(_uniform_integers(source, n, plan.tail_bits), cap - (1 << n_head))
+        value += over * ((1 << n_head) + extra - value)
+    else:
+        value += over * (cap - value)
+    magnitude = (value + 1) * nonzero
+    signed: NDArray[np.int64] = magnitude - 2 * magnitude * negative
+    return signed
+
+
+def _noise_block(
+    plan: GeometricPlan, source: BitSource, n: int, constant_time: bool
+) -> NDArray[np.signedinteger]:
+    if constant_time and plan.on_overflow != "repeat":
+        return _constant_time_block(plan, source, n)
+    return _table_block(plan, source, n)
 
 
 def geometric_noise(
     plan: GeometricPlan, n: int, source: BitSource, constant_time: bool
 ) -> NDArray[np.int64]:
-    """``n`` independent noise values for ``plan``, drawn in cache-sized blocks."""
+    """``n`` independent noise values for ``plan``, drawn in cache-sized blocks.
+
+    The realized distribution is exactly the plan's (the one :func:`privacy_failures`
+    verifies); ``constant_time`` needs a bounded plan (rule ``cap`` or ``tail``).
+    """
+    if n <= _BLOCK:
+        return _noise_block(plan, source, n, constant_time).astype(np.int64, copy=False)
     noise = np.empty(n, dtype=np.int64)
     for start in range(0, n, _BLOCK):
         stop = min(n, start + _BLOCK)
-        noise[start:stop] = _block(plan, source, stop - start, constant_time)
+        noise[start:stop] = _noise_block(plan, source, stop - start, constant_time)
     return noise
+
+
+def _noisy(
+    values: NDArray[np.int64],
+    plan: GeometricPlan,
+    source: BitSource,
+    bounds: tuple[int, int] | None,
+    constant_time: bool,
+) -> NDArray[np.int64]:
+    """``values`` plus noise (clamped into ``bounds`` before and after), block by block in cache."""
+    out = np.empty(values.size, dtype=np.int64)
+    for start in range(0, values.size, _BLOCK):
+        stop = min(values.size, start + _BLOCK)
+        noise = _noise_block(plan, source, stop - start, constant_time)
+        target = out[start:stop]
+        if bounds is None:
+            np.add(values[start:stop], noise, out=target)
+        else:
+            np.clip(values[start:stop], bounds[0], bounds[1], out=target)
+            target += noise
+            np.clip(target, bounds[0], bounds[1], out=target)
+    return out
 
 
 def _log(p: Fraction) -> float:
@@ -361,9 +638,12 @@ def half_width(plan: GeometricPlan, alpha: Fraction) -> int:
     a first guess; a galloping search then brackets the answer and bisection finds it,
     every comparison made on the exact realized tail.
     """
-    gamma = math.exp(-float(plan.unit_epsilon * (1 - SLACK)))
-    guess = math.ceil(math.log(float(alpha) * (1 + gamma) / 2) / math.log(gamma)) - 1
-    guess = max(0, guess if plan.cap is None else min(guess, plan.cap + 1))
+    log_gamma = -float(plan.unit_epsilon * (1 - SLACK))  # ln γ, without rounding γ to 1
+    log_alpha = math.log(alpha.numerator) - math.log(alpha.denominator)
+    estimate = (log_alpha + math.log1p(math.exp(log_gamma)) - math.log(2)) / log_gamma
+    guess = max(0, math.ceil(min(estimate, 2.0**62)) - 1)
+    if plan.cap is not None:
+        guess = min(guess, plan.cap + 1)
 
     def fits(a: int) -> bool:
         return magnitude_tail(plan, a) <= alpha
@@ -418,73 +698,242 @@ def seed_rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
     return unit_epsilon - log_m - _REJECTION_MARGIN * unit_epsilon
 
 
-def _acceptance_ratio(plan: GeometricPlan, reach: int) -> Fraction:
-    """Largest ratio A(v)/A(v±1) of the exact acceptance probabilities of neighbouring values.
+# Fixed-point precision (bits) of the acceptance check, above the coins' own precision.
+_CHECK_BITS = 192
+# The rejection variant is refused when a value may need more than this many rounds on
+# average (its smallest acceptance probability is below the inverse): the running time
+# would be unbounded in practice, and such noise is far wider than the bounds anyway.
+MAX_EXPECTED_ROUNDS = 1024
+# Relative tolerance of the search for the largest verified epsilon'.
+REJECTION_TOLERANCE = Fraction(1, 2**10)
 
-    A(v) = P(lo <= v + N <= hi) = 1 - (P(|N| > hi - v) + P(|N| > v - lo)) / 2.
+
+@dataclass(frozen=True)
+class _Acceptance:
+    """Acceptance probabilities ``2·A(lo + k)`` of the rejection variant, in fixed point.
+
+    ``twice[k]`` is ``2·A(lo + k)`` times ``2**precision``, rounded down, within
+    ``error`` of the exact value (for ``k = 0 .. width``).
     """
-    tails = [magnitude_tail(plan, a) for a in range(reach + 1)]
-    accept = [1 - (tails[reach - k] + tails[k]) / 2 for k in range(reach + 1)]
-    return max(max(a / b, b / a) for a, b in itertools.pairwise(accept))
+
+    twice: list[int]
+    precision: int
+    error: int
 
 
-def _rejection_is_private(candidate: Fraction, unit_epsilon: Fraction, reach: int) -> bool:
-    """Exact check of the rejection variant's loss: pointwise ratio times acceptance ratio.
+def _fixed(p: Fraction, precision: int) -> int:
+    """``floor(p * 2**precision)`` for a dyadic ``p`` (exact when the precision suffices)."""
+    return (p.numerator << precision) // p.denominator
 
-    For an output o in [lo, hi], P_v(o) / P_{v+1}(o) = [P(N = o-v) / P(N = o-v-1)] ·
-    [A(v+1) / A(v)]; the plan verifies the first factor is at most its ratio bound L, and
-    the second is computed exactly here. Both together must stay below exp(ε).
+
+def _acceptance(plan: GeometricPlan, width: int) -> _Acceptance:
+    """``A(v) = 1 - (P(|N| > hi - v) + P(|N| > v - lo)) / 2`` for every ``v``, fast and rigorous.
+
+    The tails ``P(|N| > a)`` of :func:`magnitude_tail` for all ``a <= width`` at once,
+    in integer fixed point with ``precision`` bits: every coin probability is exact at
+    that precision, each product is rounded down, and the accumulated rounding is
+    bounded by ``error`` units (far below the margins it is compared against). Exact
+    rationals would take minutes for wide bounds (their denominators grow with every
+    power of the overflow coin).
+    """
+    coins = [plan.zero, plan.overflow, *plan.head]
+    precision = 64 * max(c.nwords for c in coins) + _CHECK_BITS
+    one = 1 << precision
+    z = _fixed(plan.zero.probability, precision)
+    w = _fixed(plan.overflow.probability, precision)
+    q = [_fixed(c.probability, precision) for c in plan.head]
+    n_head = len(q)
+    # P(head = h) for h < span, the digits above span's bit length being 0.
+    span = min(1 << n_head, width + 1)
+    low = (span - 1).bit_length()
+    high_zero = one
+    for qi in q[low:]:
+        high_zero = high_zero * (one - qi) >> precision
+    pmf = [high_zero]
+    for qi in q[:low]:
+        pmf = [p * (one - qi) >> precision for p in pmf] + [p * qi >> precision for p in pmf]
+    at_least = [one] * (span + 1)  # P(head >= r) = 1 - sum of pmf below r
+    running = 0
+    for r in range(1, span + 1):
+        running += pmf[r - 1]
+        at_least[r] = one - running
+    side = one - z
+    tails: list[int] = []
+    if plan.on_overflow == "repeat":
+        power = one  # w ** blocks
+        for a in range(width + 1):
+            blocks, rest = a >> n_head, a & ((1 << n_head) - 1)
+            if rest == 0 and blocks:
+                power = power * w >> precision
+            inner = (power * w >> precision) + (
+                (power * (one - w) >> precision) * at_least[rest] >> precision
+            )
+            tails.append(side * inner >> precision)
+    else:
+        for a in range(width + 1):
+            if plan.cap is not None and a > plan.cap:
+                tails.append(0)
+                continue
+            if plan.cap == 0:
+                tails.append(side)
+                continue
+            head_part = at_least[a] if a < span else 0
+            if plan.on_overflow == "cap" or a <= (1 << n_head):
+                landed = one
+            else:
+                landed = (
+                    ((1 << plan.tail_bits) - (a - (1 << n_head))) << precision >> plan.tail_bits
+                )
+            inner = ((one - w) * head_part >> precision) + (w * landed >> precision)
+            tails.append(side * inner >> precision)
+    twice = [2 * one - tails[width - k] - tails[k] for k in range(width + 1)]
+    # Each product rounds down by < 1 unit; a tail goes through at most
+    # n_head + span + width / 2**n_head + 8 of them.
+    error = 4 * (n_head + span + (width >> n_head) + 8)
+    return _Acceptance(twice, precision, error)
+
+
+def _rejection_check(
+    candidate: Fraction, unit_epsilon: Fraction, width: int
+) -> tuple[bool, Fraction]:
+    """Whether drawing at ``candidate`` and rejecting is ``unit_epsilon``-DP, and the smallest A(v).
+
+    For an output ``o`` in ``[lo, hi]``, ``P_v(o) / P_{v+1}(o) = [P(N = o-v) / P(N = o-v-1)]
+    · [A(v+1) / A(v)]``; the plan verifies that the first factor is at most its ratio
+    bound ``L``, and the second is bounded here from the fixed-point acceptance
+    probabilities, rounding every error against privacy. Both together must stay below
+    ``exp(unit_epsilon)``.
     """
     if candidate <= 0:
-        return False
-    plan = geometric_plan(candidate, reach + 1, False)
-    loss_bound = plan.ratio_bound * _acceptance_ratio(plan, reach)
-    return loss_bound <= exp_lower_bound(unit_epsilon)
+        return False, Fraction(0)
+    plan = geometric_plan(candidate, width + 1, False)
+    accept = _acceptance(plan, width)
+    allowed = exp_lower_bound(unit_epsilon) / plan.ratio_bound
+    e = accept.error
+    smallest = min(accept.twice) - e
+    if smallest <= 0:
+        return False, Fraction(0)
+    num, den = allowed.numerator, allowed.denominator
+    for a, b in itertools.pairwise(accept.twice):
+        if (max(a, b) + e) * den > (min(a, b) - e) * num:
+            return False, Fraction(smallest, 2 << accept.precision)
+    return True, Fraction(smallest, 2 << accept.precision)
 
 
 @functools.lru_cache(maxsize=256)
-def rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
-    """The ε' the rejection variant draws with: seed 002's ε − ln M whenever that is ε-DP.
+def rejection_epsilon(unit_epsilon: Fraction, width: int) -> Fraction:
+    """The largest ε' (to a relative 2**-10) whose rejection variant passes the exact check.
 
     Seed 002 bounds how much the probability of *rejecting* changes between neighbouring
     values (the factor M); conditioning on acceptance divides by ``1 - P(reject)``,
     whose ratio can be larger, so ε − ln M is not always enough (at ε = 0.1 and width 3
-    the loss would be 0.118). dpframe therefore checks the seed's ε' exactly (see
-    :func:`_rejection_is_private`) and, where it falls short, uses the largest ε' of a
-    halving search that passes the same check (ε/2 always does: the acceptance ratio is
-    then at most exp(ε/2)). Returns 0 when nothing passes; the caller refuses that.
+    the loss would be 0.118), and often far too little (at ε = 0.1 and width 30 the
+    check accepts six times as much). dpframe therefore bisects: it starts from a
+    passing ε' (the seed's when it passes, else ε/2, else ε/2**k) and a failing one (ε
+    itself always fails: the acceptance ratio exceeds 1) and halves the gap until it is
+    below a relative 2**-10, keeping the larger passing end. Returns 0 when nothing
+    passes; the caller refuses that.
     """
-    seed = seed_rejection_epsilon(unit_epsilon, reach)
-    if _rejection_is_private(seed, unit_epsilon, reach):
-        return seed
-    candidate = seed if seed > 0 else unit_epsilon / 2
-    for _ in range(12):
-        candidate = (
-            (candidate + unit_epsilon / 2) / 2 if candidate > unit_epsilon / 2 else candidate
-        )
-        if _rejection_is_private(candidate, unit_epsilon, reach):
-            return candidate
-    half = unit_epsilon / 2 * (1 - _REJECTION_MARGIN)
-    return half if _rejection_is_private(half, unit_epsilon, reach) else Fraction(0)
+    seed = seed_rejection_epsilon(unit_epsilon, width)
+    passing = Fraction(0)
+    for candidate in (seed, unit_epsilon / 2 * (1 - _REJECTION_MARGIN)):
+        if candidate > passing and _rejection_check(candidate, unit_epsilon, width)[0]:
+            passing = candidate
+    if passing == 0:
+        candidate = unit_epsilon / 4
+        for _ in range(8):
+            if _rejection_check(candidate, unit_epsilon, width)[0]:
+                passing = candidate
+                break
+            candidate /= 4
+    if passing == 0:
+        return Fraction(0)
+    failing = unit_epsilon
+    while failing - passing > passing * REJECTION_TOLERANCE:
+        middle = _round_dyadic((passing + failing) / 2)
+        if middle <= passing or middle >= failing:
+            break
+        if _rejection_check(middle, unit_epsilon, width)[0]:
+            passing = middle
+        else:
+            failing = middle
+    return passing
 
 
-def usable_rejection_epsilon(unit_epsilon: Fraction, reach: int) -> Fraction:
-    """:func:`rejection_epsilon` for bounds of width ``reach``, refusing what cannot be used."""
-    if reach > MAX_REJECTION_WIDTH:
+def _round_dyadic(x: Fraction) -> Fraction:
+    """``x`` rounded down to 24 significant bits (keeps the bisection's plans simple)."""
+    shift = 24 - (x.numerator.bit_length() - x.denominator.bit_length())
+    if shift >= 0:
+        return Fraction((x.numerator << shift) // x.denominator, 1 << shift)
+    return Fraction(x.numerator // (x.denominator << -shift) << -shift)
+
+
+def usable_rejection_epsilon(unit_epsilon: Fraction, width: int) -> Fraction:
+    """:func:`rejection_epsilon` for bounds of this width, refusing what cannot be used."""
+    if width > MAX_REJECTION_WIDTH:
         raise InvalidParameterError(
             f'out_of_range="resample" verifies every acceptance probability exactly and '
-            f"supports bounds up to {MAX_REJECTION_WIDTH:,} wide, got {reach:,}. Use the "
+            f"supports bounds up to {MAX_REJECTION_WIDTH:,} wide, got {width:,}. Use the "
             f'default out_of_range="clamp".'
         )
-    chosen = rejection_epsilon(unit_epsilon, reach)
+    chosen = rejection_epsilon(unit_epsilon, width)
     if chosen <= 0:
         raise InvalidParameterError(
             f'out_of_range="resample" leaves no privacy budget for the noise: no epsilon\' > 0 '
-            f"passes the exact check for bounds of width {reach} at epsilon/sensitivity = "
-            f'{float(unit_epsilon):g}. Use out_of_range="clamp" (the truncated mechanism) or '
+            f"passes the exact check for bounds of width {width} at epsilon/sensitivity = "
+            f'{show(unit_epsilon)}. Use out_of_range="clamp" (the truncated mechanism) or '
             f"a larger epsilon."
         )
+    smallest = _rejection_check(chosen, unit_epsilon, width)[1]
+    if smallest * MAX_EXPECTED_ROUNDS < 1:
+        raise InvalidParameterError(
+            f'out_of_range="resample" would redraw the noise about {show(1 / smallest)} times '
+            f"per value on average (at epsilon/sensitivity = {show(unit_epsilon)} the noise is "
+            f"far wider than bounds of width {width}), more than the {MAX_EXPECTED_ROUNDS} "
+            f'dpframe allows. Use out_of_range="clamp" or a larger epsilon.'
+        )
     return chosen
+
+
+# Proposals per rejection round: after the first round, each pending value gets enough
+# proposals for the round to hold about as many as the first (at most _MAX_TRIES each):
+# a few rounds of full size cost less than many small ones (numpy's per-call overhead).
+_MAX_TRIES = 64
+
+
+def rejection_rounds(
+    propose: Callable[[NDArray[np.int64]], tuple[NDArray[np.int64], NDArray[np.bool_]]],
+    values: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """Rejection sampling for every value: ``out[k]`` is the first accepted proposal for it.
+
+    ``propose(v)`` returns one independent proposal per element of ``v`` and whether it
+    is accepted. Each round proposes for the pending values only; once few are left,
+    each gets several proposals at once (independent draws, of which the first
+    accepted is kept and the rest discarded: the same distribution as proposing one at
+    a time), so the tail of the loop takes a few rounds instead of dozens.
+    """
+    proposal, accepted = propose(values)
+    out[...] = proposal
+    pending = np.flatnonzero(~accepted)
+    while pending.size:  # a loop over rejection rounds, on the rejected values only
+        tries = min(_MAX_TRIES, max(1, values.size // (4 * pending.size)))
+        if tries == 1:
+            proposal, accepted = propose(values[pending])
+            hit = np.flatnonzero(accepted)
+            out[pending[hit]] = proposal[hit]
+            pending = pending[~accepted]
+            continue
+        proposal, accepted = propose(np.repeat(values[pending], tries))
+        hits = np.flatnonzero(accepted)  # in order: proposal k belongs to value k // tries
+        owner = hits // tries
+        first = np.ones(hits.size, dtype=np.bool_)
+        np.not_equal(owner[1:], owner[:-1], out=first[1:])  # the first accepted of each value
+        out[pending[owner[first]]] = proposal[hits[first]]
+        done = np.zeros(pending.size, dtype=np.bool_)
+        done[owner] = True
+        pending = pending[~done]
 
 
 def rejection_noisy(
@@ -493,13 +942,17 @@ def rejection_noisy(
     """Redraw the noise of every value whose noisy result leaves [lo, hi] until none does.
 
     ``plan`` must have reach ``hi - lo + 1``: a clamped magnitude beyond ``hi - lo``
-    always lands outside and is rejected, so the clamping is never visible.
+    always lands outside and is rejected, so the clamping is never visible. Values are
+    processed in cache-sized blocks.
     """
-    out = values + geometric_noise(plan, values.size, source, False)
-    pending = np.flatnonzero((out < lo) | (out > hi))
-    while pending.size:  # a loop over rejection rounds, on the rejected values only
-        out[pending] = values[pending] + geometric_noise(plan, pending.size, source, False)
-        pending = pending[(out[pending] < lo) | (out[pending] > hi)]
+
+    def propose(v: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        noisy = v + geometric_noise(plan, v.size, source, False)
+        return noisy, (noisy >= lo) & (noisy <= hi)
+
+    out = np.empty_like(values)
+    for start in range(0, values.size, _BLOCK):
+        rejection_rounds(propose, values[start : start + _BLOCK], out[start : start + _BLOCK])
     return out
 
 
@@ -520,10 +973,74 @@ def sum_half_width(unit_epsilon: Fraction, k: int, alpha: float, *, absolute: bo
     if unit_epsilon < Fraction(1, 1000):
         coarse = math.ceil(1 / (1000 * unit_epsilon))  # >= 2, and unit * coarse >= 1/1000
         beta = math.exp(-float(unit_epsilon * coarse) * (1 - 2.0**-18))
+        if _fft_size(beta, k) > _MAX_FFT:
+            return _chernoff_half_width(unit_epsilon, k, alpha, absolute=absolute)
         narrow = _convolved_half_width(beta, k, alpha, absolute=absolute, signed_zero=False)
         return (narrow + k) * coarse
     a = math.exp(-float(unit_epsilon) * (1 - 2.0**-18))
+    if _fft_size(a, k) > _MAX_FFT:
+        return _chernoff_half_width(unit_epsilon, k, alpha, absolute=absolute)
     return _convolved_half_width(a, k, alpha, absolute=absolute, signed_zero=True)
+
+
+# Largest FFT of the convolved bars (points); wider sums use the Chernoff bound.
+_MAX_FFT = 1 << 22
+
+
+def _fft_widths(a: float, k: int) -> tuple[float, int, int]:
+    """``(spread, width, total_width)`` of the convolution of k terms with parameter a."""
+    spread = math.sqrt(k * 2 * a) / (1 - a)  # standard deviation of the sum (about)
+    width = math.ceil(math.log(1e-15 / (k + 1)) / math.log(a)) + 1  # one term's support
+    total_width = min(k * width, math.ceil(40 * spread) + width)
+    return spread, width, total_width
+
+
+def _fft_size(a: float, k: int) -> int:
+    return 1 << (2 * _fft_widths(a, k)[2] + 2).bit_length()
+
+
+def _chernoff_half_width(unit_epsilon: Fraction, k: int, alpha: float, *, absolute: bool) -> int:
+    """A bar from Chernoff's bound, for sums too wide for an FFT (conservative, never short).
+
+    ``P(S > t) <= min_λ M(λ)**k e**(-λt)`` with ``M`` the moment generating function of
+    one term (two-sided geometric ``a = exp(-ε(1 - 2**-18))``, a hair wider than the
+    noise drawn: ``M(λ) = (1 - a)**2 / ((1 - a e**λ)(1 - a e**-λ))``; of ``|N|`` for
+    ``absolute``), doubled for ``|S|``. The bound is within a small factor of the true
+    bar for large ``k``; the smallest ``t`` meeting ``alpha`` is found by bisection.
+    """
+    u = float(unit_epsilon) * (1 - 2.0**-18)
+    one_minus_a = -math.expm1(-u)
+    a = math.exp(-u)
+
+    def log_mgf(lam: float) -> float:
+        if absolute:  # |N|: P(0) = (1-a)/(1+a), P(m) = 2 (1-a)/(1+a) a**m
+            return math.log(one_minus_a / (1 + a)) + math.log1p(
+                2 * math.exp(lam - u) / -math.expm1(lam - u)
+            )
+        return (
+            2 * math.log(one_minus_a)
+            - math.log(-math.expm1(lam - u))
+            - math.log(-math.expm1(-lam - u))
+        )
+
+    def log_tail(t: float) -> float:  # log of the bound on P(S > t), minimized over λ
+        lo, hi = 0.0, u * (1 - 1e-9)
+        for _ in range(200):  # golden-section search: the exponent is convex in λ
+            m1, m2 = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+            f1 = k * log_mgf(m1) - m1 * t
+            f2 = k * log_mgf(m2) - m2 * t
+            lo, hi = (lo, m2) if f1 < f2 else (m1, hi)
+        lam = (lo + hi) / 2
+        return min(0.0, k * log_mgf(lam) - lam * t)
+
+    target = math.log(alpha / (1 if absolute else 2)) - 1e-9
+    low, high = 0.0, 1.0
+    while log_tail(high) > target:
+        low, high = high, 2 * high
+    while high - low > max(1.0, high * 1e-9):
+        middle = (low + high) / 2
+        low, high = (low, middle) if log_tail(middle) <= target else (middle, high)
+    return math.ceil(high)
 
 
 def _convolved_half_width(
@@ -535,9 +1052,7 @@ def _convolved_half_width(
     P(0) = (1 - a)/(1 + a)), or ``S Q`` with ``Q`` one-sided geometric and ``S`` a fair
     sign (``signed_zero=False``: P(0) = 1 - a); with ``absolute``, its magnitude.
     """
-    spread = math.sqrt(k * 2 * a) / (1 - a)  # standard deviation of the sum (about)
-    width = math.ceil(math.log(1e-15 / (k + 1)) / math.log(a)) + 1  # one term's support
-    total_width = min(k * width, math.ceil(40 * spread) + width)
+    _, width, total_width = _fft_widths(a, k)
     size = 1 << (2 * total_width + 2).bit_length()
     magnitudes = np.arange(width + 1, dtype=np.float64)
     if signed_zero:
@@ -567,6 +1082,51 @@ def _convolved_half_width(
 # ---------------------------------------------------------------- the public functions
 
 
+def unit_epsilon_in_range(epsilon: Any, sensitivity: Any, *, bounded: bool) -> Fraction:
+    """``epsilon / sensitivity``, validated and inside the range the geometric engine supports.
+
+    Above :data:`MAX_UNIT_EPSILON` the noise is nil in all but name; unbounded noise
+    below :data:`MIN_UNIT_EPSILON` could leave int64; bounded noise below
+    :data:`MIN_BOUNDED_UNIT_EPSILON` would need coins finer than the engine's
+    120-digit arithmetic verifies (and is uniform over any int64 range anyway).
+    """
+    unit = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
+    if unit > MAX_UNIT_EPSILON:
+        raise InvalidParameterError(
+            f"epsilon / sensitivity = {show(unit)} is above {MAX_UNIT_EPSILON}; such a release "
+            f"has no meaningful privacy. Use a smaller epsilon (typical values are 0.01 to 10): "
+            f"epsilon / sensitivity must lie between {show(MIN_UNIT_EPSILON)} (or "
+            f"{show(MIN_BOUNDED_UNIT_EPSILON)} with bounds) and {MAX_UNIT_EPSILON}."
+        )
+    if not bounded and unit < MIN_UNIT_EPSILON:
+        raise NoiseOverflowError(
+            f"epsilon / sensitivity = {show(unit)} is below {show(MIN_UNIT_EPSILON)}: noise "
+            f"beyond ±2**62 would be too likely for int64. Use a larger epsilon (epsilon / "
+            f"sensitivity between {show(MIN_UNIT_EPSILON)} and {MAX_UNIT_EPSILON}), or pass "
+            f"bounds=(lo, hi)."
+        )
+    if unit < MIN_BOUNDED_UNIT_EPSILON:
+        raise InvalidParameterError(
+            f"epsilon / sensitivity = {show(unit)} is below {show(MIN_BOUNDED_UNIT_EPSILON)}, "
+            f"the smallest the geometric engine verifies; the noise would be uniform over any "
+            f"int64 range. Use epsilon / sensitivity between {show(MIN_BOUNDED_UNIT_EPSILON)} "
+            f"and {MAX_UNIT_EPSILON}."
+        )
+    return unit
+
+
+def checked_alpha(value: Any) -> Fraction:
+    """A two-sided error probability in ``[MIN_ALPHA, 1)``, exactly (Fractions kept as given)."""
+    _validation.probability(value, "alpha")  # type and (0, 1)
+    exact = value if isinstance(value, Fraction) else simplest_rational(float(value))
+    if exact < MIN_ALPHA:
+        raise InvalidParameterError(
+            f"alpha = {show(exact)} is below {show(MIN_ALPHA)}; pass alpha between "
+            f"{show(MIN_ALPHA)} and 1 (0.05 gives a 95% error bar)."
+        )
+    return exact
+
+
 def geometric(
     values: ArrayLike,
     *,
@@ -585,26 +1145,27 @@ def geometric(
         The exact integer results to release (counts, integer sums). Any shape.
     epsilon : float or Fraction
         Privacy-loss parameter, a finite number > 0. Floats are read as the simplest
-        fraction that rounds to them (``0.1`` is exactly 1/10).
+        fraction that rounds to them (``0.1`` is exactly 1/10). ``epsilon /
+        sensitivity`` must lie between about ``1.9e-17`` (``2.9e-39`` with ``bounds``)
+        and 200.
     sensitivity : float or Fraction, default 1
         The most one individual can change any one of ``values`` (1 for a count).
     bounds : tuple of int, optional
         ``(lo, hi)``: the truncated geometric mechanism. Values are clamped into the
         bounds first and every output is clamped into them too, so nothing outside
         ``[lo, hi]`` is ever released. Declare them without looking at the data, for
-        example ``(0, n)`` for a count over ``n`` records.
+        example ``(0, n)`` for a count over ``n`` records. Both ends within ±2**61.
     constant_time : bool, default False
         Draw the same number of random words and do the same work for every value,
         whatever the value and whatever noise comes out (requires ``bounds``).
     out_of_range : {"clamp", "resample"}, default "clamp"
         With ``bounds``: ``"clamp"`` is the truncated geometric mechanism above.
         ``"resample"`` is seed 002's section 2.4 variant: noisy results outside
-        ``[lo, hi]`` are rejected and drawn again, with the noise drawn at
-        ``ε' = ε - ln M``, ``M = max(1/L_n, 1/U_0, L_1, U_{n-1})`` (``n = hi - lo``,
-        computed from ``α = exp(-epsilon/sensitivity)``), whenever that ``ε'`` is
-        verified to give ``epsilon``-DP; where the seed's bound falls short, a smaller
-        verified ``ε'`` (see Notes). The seed found the result nearly uniform over the
-        bounds. Refused when no ``ε' > 0`` passes, or for widths above 10,000.
+        ``[lo, hi]`` are rejected and drawn again, with the noise drawn at the
+        largest ``ε'`` that dpframe verifies to give ``epsilon``-DP (see Notes and
+        :func:`geometric_rejection_epsilon`, which returns it). Refused when no
+        ``ε' > 0`` passes, when a value could need more than 1024 rounds on average,
+        or for widths above 10,000.
     rng : numpy.random.Generator or seed, optional
         For teaching and tests only: makes the output reproducible, hence not private.
         The default draws from an AES-256-CTR keystream keyed by ``os.urandom``.
@@ -617,13 +1178,20 @@ def geometric(
     Raises
     ------
     InvalidParameterError, InvalidParameterTypeError
-        For an epsilon or sensitivity that is not a finite number > 0, bounds that are
-        not two integers with ``lo <= hi``, non-integer values, ``constant_time``
-        without bounds, or ``out_of_range="resample"`` without bounds, with
-        ``constant_time`` (rejection cannot take constant time) or with ``ε' <= 0``.
+        For an epsilon or sensitivity that is not a finite number > 0, an ``epsilon /
+        sensitivity`` outside the range above, bounds that are not two integers with
+        ``lo <= hi``, non-integer values, ``constant_time`` without bounds, or
+        ``out_of_range="resample"`` without bounds, with ``constant_time`` (rejection
+        cannot take constant time), or with parameters it refuses (above).
     NoiseOverflowError
         When values plus noise could leave int64: values beyond ±2**62 without bounds,
-        bounds beyond ±2**61, or ``epsilon / sensitivity`` below 2e-17 without bounds.
+        bounds beyond ±2**61, or ``epsilon / sensitivity`` below ``1.9e-17`` without
+        bounds.
+
+    See Also
+    --------
+    geometric_accuracy : The error bar of this noise.
+    geometric_rejection_epsilon : The ``ε'`` of ``out_of_range="resample"``.
 
     Notes
     -----
@@ -649,10 +1217,15 @@ def geometric(
     (seed 002, section 2.3).
 
     **What "exact" means here.** No floating-point inverse transform decides any
-    output (Mironov 2012; seed 002's footnote). Each coin compares uniformly random
-    64-bit words, read as one binary fraction, with the binary digits of its
-    probability, extending the comparison word by word on a tie, so each coin's
-    probability is exactly a stated dyadic rational. The coin probabilities are those
+    output (Mironov 2012; seed 002's footnote). Every coin's probability is exactly a
+    stated dyadic rational, and the joint distribution of the zero coin, the sign,
+    up to eight digits and the overflow coin (a finite distribution with dyadic
+    probabilities) is drawn by the Knuth–Yao method in 16-bit digits: a uniform
+    16-bit number indexes a table of 65,536 outcomes, each owning as many slots as
+    the first 16 binary digits of its probability; the few leftover slots read 16
+    more bits, and so on, so every outcome has exactly its probability. That takes
+    about two bytes of randomness per eight digits (a quarter of a 64-bit word per
+    value at epsilon 1) instead of a word per coin. The coin probabilities are those
     of the ideal distribution with α raised by a relative ``epsilon · 2^-20`` (a hair
     more noise), then rounded to dyadic rationals with relative error far below that
     margin. The resulting output distribution is thus exactly known, and dpframe
@@ -670,19 +1243,29 @@ def geometric(
     ``A(v)`` the acceptance probability. Seed 002's factor ``M`` bounds the ratio of
     the *rejection* probabilities ``1 - A(v)``, which does not always bound the
     ratio of the ``A(v)`` (at epsilon 0.1 and width 3, ``ε - ln M`` would leak 0.118).
-    dpframe computes every ``A(v)`` exactly from the coins it draws and checks
-    ``L · max_v A(v±1)/A(v) <= exp(epsilon)``; it uses the seed's ``ε'`` when that
-    passes (for instance at epsilon 0.1 and width 30), and otherwise the largest
-    ``ε'`` of a short search toward ``ε/2`` that passes.
+    dpframe computes every ``A(v)`` from the coins it draws (in fixed point, with the
+    rounding bounded and counted against privacy) and checks
+    ``L · max_v A(v±1)/A(v) <= exp(epsilon)``; it draws at the largest ``ε'`` that
+    passes, found by bisection to a relative ``2^-10`` (at epsilon 0.1 and width 30,
+    about 0.053 where the seed's ``ε - ln M`` is 0.0086: six times less noise).
 
-    **Constant time.** With ``constant_time=True`` every value consumes the same,
-    fixed number of random words (a function of epsilon, sensitivity and the bounds
-    only), and the same sequence of numpy operations runs on arrays of the same sizes,
-    whatever the values and the noise: every coin draws all the words of its
-    threshold for every element, and the results are combined with branch-free
-    ``np.where``. To keep that fixed count small when ``hi - lo`` is far beyond the
-    noise scale, the noise past about ``64 + log2(hi - lo)`` bits of decay is
-    flattened onto a uniform tail of total probability about ``2^-64`` (this adds
+    **Running time and randomness.** By default the work and the number of random
+    words grow with the noise drawn (large noise takes more overflow rounds, rare
+    table slots read more bits), so they reveal something about the noise, and hence
+    about the value given the output. The rejection variant repeats the draw until
+    it lands in the bounds, a number of rounds that depends on the value (values
+    near an end are rejected more often): its running time reveals information about
+    the value itself. With ``constant_time=True`` every value consumes the same,
+    fixed number of random words (a function of epsilon, sensitivity, the bounds
+    and the number of values only), and the same sequence of numpy operations runs on
+    arrays of the same sizes, whatever the values and the noise: each coin compares
+    16 bits per element with its threshold, the rare ties are resolved from a pool of
+    fixed size indexed through a running count (every slot is drawn whether used or
+    not; if more elements tie than the pool holds, with probability below 2^-80, the
+    excess is resolved with extra words), and the results are combined with
+    branch-free arithmetic. To keep that fixed count small when ``hi - lo`` is far
+    beyond the noise scale, the noise past about ``64 + log2(hi - lo)`` bits of decay
+    is flattened onto a uniform tail of total probability about ``2^-64`` (this adds
     noise, never removes it, and the exact verification covers it). What dpframe
     cannot make constant: the CPU's cache and the timing of numpy's own kernels,
     which are branch-free loops but are not audited as constant time.
@@ -693,7 +1276,10 @@ def geometric(
     *Geometric Mechanism Notes*, Harvard Privacy Tools); seed ``003_ce3353c9005cacf5.txt``.
     A. Ghosh, T. Roughgarden, M. Sundararajan, "Universally utility-maximizing privacy
     mechanisms", SIAM J. Comput. 41(6), 2012. I. Mironov, "On significance of the least
-    significant bits for differential privacy", CCS 2012.
+    significant bits for differential privacy", CCS 2012. D. Knuth, A. Yao, "The
+    complexity of nonuniform random number generation", 1976. J. Jin et al., "Are we
+    there yet? Timing and floating-point attacks on differential privacy systems",
+    IEEE S&P 2022.
 
     Examples
     --------
@@ -704,12 +1290,12 @@ def geometric(
     >>> dpm.geometric([20], epsilon=0.1, bounds=(0, 30), constant_time=True).dtype
     dtype('int64')
     """
-    unit_epsilon = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
     if not isinstance(constant_time, bool | np.bool_):
         raise InvalidParameterTypeError(
             f"constant_time must be True or False, got {constant_time!r}."
         )
     checked_bounds = None if bounds is None else _validation.integer_bounds(bounds)
+    unit_epsilon = unit_epsilon_in_range(epsilon, sensitivity, bounded=checked_bounds is not None)
     if constant_time and checked_bounds is None:
         raise InvalidParameterError(
             "constant_time=True needs bounds=(lo, hi): an unbounded noise value has no fixed "
@@ -722,48 +1308,113 @@ def geometric(
             'sampling takes a random number of rounds). Use the default out_of_range="clamp".'
         )
     array = _validation.integer_array(values)
-    if unit_epsilon > MAX_UNIT_EPSILON:
-        raise InvalidParameterError(
-            f"epsilon / sensitivity = {float(unit_epsilon):g} is above "
-            f"{MAX_UNIT_EPSILON}; such a release has no meaningful privacy. "
-            f"Use a smaller epsilon (typical values are 0.01 to 10)."
-        )
     if checked_bounds is None:
         _validation.check_unbounded_range(array)
-        if unit_epsilon < MIN_UNIT_EPSILON:
-            raise NoiseOverflowError(
-                f"epsilon / sensitivity = {float(unit_epsilon):g} makes noise beyond ±2**62 "
-                f"too likely for int64. Use a larger epsilon, or pass bounds=(lo, hi)."
-            )
         plan = geometric_plan(unit_epsilon, None, False)
     else:
         lo, hi = checked_bounds
-        if resample and hi > lo:
+        if hi == lo:  # nothing to hide: every output is lo
+            bit_source(rng)  # still refuse a bad rng
+            return np.full(array.shape, lo, dtype=np.int64)
+        if resample:
             rejection_epsilon = usable_rejection_epsilon(unit_epsilon, hi - lo)
             plan = geometric_plan(rejection_epsilon, hi - lo + 1, False)
         else:
             plan = geometric_plan(unit_epsilon, hi - lo, bool(constant_time))
     source = bit_source(rng)
     flat = array.reshape(-1)
-    if checked_bounds is None:
-        noisy = flat + geometric_noise(plan, flat.size, source, False)
-    elif hi == lo:
-        noisy = np.full(flat.size, lo, dtype=np.int64)
-    elif resample:
+    if resample:
         noisy = rejection_noisy(np.clip(flat, lo, hi), lo, hi, plan, source)
     else:
-        noise = geometric_noise(plan, flat.size, source, bool(constant_time))
-        noisy = np.clip(flat, lo, hi)  # clamp the values, add the noise, clamp the result
-        noisy += noise
-        np.clip(noisy, lo, hi, out=noisy)
+        noisy = _noisy(flat, plan, source, checked_bounds, bool(constant_time))
     return noisy.reshape(array.shape)
+
+
+def geometric_rejection_epsilon(
+    *,
+    epsilon: float | Fraction,
+    sensitivity: float | Fraction = 1,
+    bounds: tuple[int, int],
+    rule: str = "largest",
+) -> Fraction:
+    """The ``ε'`` at which ``geometric(..., out_of_range="resample")`` draws its noise.
+
+    Parameters
+    ----------
+    epsilon, sensitivity : float or Fraction
+        As for :func:`geometric`.
+    bounds : tuple of int
+        As for :func:`geometric`, with ``hi - lo`` between 1 and 10,000.
+    rule : {"largest", "seed"}, default "largest"
+        ``"largest"``: the ``ε'`` :func:`geometric` uses, the largest that dpframe's
+        exact check accepts (to a relative ``2^-10``). ``"seed"``: seed 002's
+        ``ε' = ε - ln M`` (section 2.4), for teaching: it is **not** always private
+        (it bounds the rejection probabilities, not the acceptance ones) and
+        :func:`geometric` never uses it unchecked.
+
+    Returns
+    -------
+    fractions.Fraction
+        ``ε'`` on the scale of ``epsilon``: the noise is drawn with
+        ``P(N = n) ∝ exp(-(ε' / sensitivity) |n|)``, then conditioned on
+        ``lo <= v + N <= hi``. Record it beside a release to say how much noise it
+        carries. For ``"seed"`` it can be ``<= 0`` (no budget left for the noise).
+
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For parameters :func:`geometric` refuses with ``out_of_range="resample"``
+        (``"largest"`` only), bounds of width 0 or above 10,000, or an unknown rule.
+
+    See Also
+    --------
+    geometric : The mechanism that draws at this ``ε'``.
+
+    Notes
+    -----
+    The output of the rejection variant for a value ``v`` is ``o`` with probability
+    ``P(N = o - v) / A(v)``, ``A(v)`` the probability of landing in the bounds, so
+    the privacy loss between neighbours is at most ``L · max A(v ± 1)/A(v)``, with
+    ``L`` the plan's verified pointwise ratio. dpframe evaluates every ``A(v)`` from
+    the exact coins in fixed-point arithmetic with a rigorous error bound, and
+    bisects ``ε'`` between a passing value (the seed's, or ``ε/2``) and ``ε`` (which
+    always fails) until the gap is below a relative ``2^-10``; the result is cached
+    per ``(epsilon / sensitivity, width)``. It depends on public parameters only and
+    spends no privacy budget; the first call for wide bounds takes up to a second.
+    Seed 002's value ``ε - ln M`` uses ``M = max(1/L_n, 1/U_0, L_1, U_{n-1})``
+    (``n = hi - lo``, ``α = exp(-epsilon/sensitivity)``), less a relative ``2^-20``.
+
+    References
+    ----------
+    Seed ``002_265e5b6700395d7e.txt``, section 2.4 and Figure 2.2.
+
+    Examples
+    --------
+    >>> from dpframe.mechanisms import geometric_rejection_epsilon
+    >>> largest = geometric_rejection_epsilon(epsilon=0.1, bounds=(0, 30))
+    >>> seed = geometric_rejection_epsilon(epsilon=0.1, bounds=(0, 30), rule="seed")
+    >>> round(float(seed), 4), 0.05 < float(largest) < 0.1
+    (0.0086, True)
+    """
+    chosen_rule = _validation.choice(rule, "rule", ("largest", "seed"))
+    lo, hi = _validation.integer_bounds(bounds)
+    unit_epsilon = unit_epsilon_in_range(epsilon, sensitivity, bounded=True)
+    scale = _validation.sensitivity(sensitivity)
+    if not 1 <= hi - lo <= MAX_REJECTION_WIDTH:
+        raise InvalidParameterError(
+            f"bounds must be between 1 and {MAX_REJECTION_WIDTH:,} wide for "
+            f'out_of_range="resample", got a width of {hi - lo:,}.'
+        )
+    if chosen_rule == "seed":
+        return seed_rejection_epsilon(unit_epsilon, hi - lo) * scale
+    return usable_rejection_epsilon(unit_epsilon, hi - lo) * scale
 
 
 def geometric_accuracy(
     *,
     epsilon: float | Fraction,
     sensitivity: float | Fraction = 1,
-    alpha: float = 0.05,
+    alpha: float | Fraction = 0.05,
     bounds: tuple[int, int] | None = None,
     constant_time: bool = False,
     terms: int = 1,
@@ -776,14 +1427,16 @@ def geometric_accuracy(
     epsilon, sensitivity : float or Fraction
         As for :func:`geometric`.
     alpha : float, default 0.05
-        The probability that the error exceeds the half-width (0.05 gives a 95% bar).
+        The probability that the error exceeds the half-width (0.05 gives a 95% bar),
+        at least ``1e-300`` (``1e-9`` with ``terms > 1`` or ``absolute``).
     bounds : tuple of int, optional
         As for :func:`geometric` (``out_of_range="clamp"``).
     constant_time : bool, default False
         As for :func:`geometric`.
     terms : int, default 1
         The bar of a sum of ``terms`` independent noise values (unbounded only), such
-        as the margin of a noisy table, which adds the noise of its cells.
+        as the margin of a noisy table, which adds the noise of its cells. At most
+        ``2**40``.
     absolute : bool, default False
         With ``terms``: bound the sum of the magnitudes ``|N_1| + ... + |N_k|``
         instead, which bounds the error of a sum of cells after post-processing that
@@ -795,6 +1448,17 @@ def geometric_accuracy(
         The smallest integer ``a >= 0`` with ``P(|output - clamp(value)| > a) <= alpha``
         for every true value (with bounds, the error is at most ``hi - lo``).
 
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For parameters :func:`geometric` refuses, an ``alpha`` outside the range above,
+        ``terms`` that is not a positive integer up to ``2**40``, or ``terms > 1`` with
+        bounds.
+
+    See Also
+    --------
+    geometric : The mechanism.
+
     Notes
     -----
     Computed exactly, not approximated: ``P(|N| > a)`` is evaluated in rational
@@ -802,12 +1466,15 @@ def geometric_accuracy(
     realized distribution, not only the ideal one), and ``a`` is found by bisection.
     For the ideal mechanism, ``P(|N| > a) = 2 α^(a+1) / (1 + α)``. Clamping into
     bounds can only shrink the error, so the bar holds for every true value. The
-    accuracy depends only on public parameters and spends no privacy budget.
+    accuracy depends only on public parameters and spends no privacy budget; its
+    running time depends on them only.
 
     With ``terms = k > 1`` the bar of the sum of ``k`` noise values comes from their
     ``k``-fold convolution, computed by FFT in float64 from the two-sided geometric a
     hair wider than the noise drawn, truncated where the remaining mass is below
-    1e-15: accurate to about 1e-12 in probability, not exact.
+    1e-15: accurate to about 1e-12 in probability, not exact. When the sum is too
+    wide for an FFT of ``2^22`` points, it is computed on a coarser grid, which makes
+    the bar conservative (larger) by at most ``k`` grid steps.
 
     References
     ----------
@@ -821,27 +1488,35 @@ def geometric_accuracy(
     >>> geometric_accuracy(epsilon=0.01, bounds=(0, 30))
     30
     """
-    unit_epsilon = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
-    level = Fraction(_validation.probability(alpha, "alpha"))
-    n_terms = _validation.positive_int(terms, "terms")
     if not isinstance(absolute, bool | np.bool_):
         raise InvalidParameterTypeError(f"absolute must be True or False, got {absolute!r}.")
-    if n_terms > 1 and (bounds is not None or constant_time):
+    if not isinstance(constant_time, bool | np.bool_):
+        raise InvalidParameterTypeError(
+            f"constant_time must be True or False, got {constant_time!r}."
+        )
+    checked_bounds = None if bounds is None else _validation.integer_bounds(bounds)
+    unit_epsilon = unit_epsilon_in_range(epsilon, sensitivity, bounded=checked_bounds is not None)
+    level = checked_alpha(alpha)
+    n_terms = _validation.positive_int(terms, "terms")
+    if n_terms > MAX_TERMS:
+        raise InvalidParameterError(f"terms must be at most 2**40, got {n_terms:,}.")
+    if n_terms > 1 and (checked_bounds is not None or constant_time):
         raise InvalidParameterError(
             "terms > 1 bounds a sum of unbounded noise values; drop bounds= and constant_time=."
         )
-    reach = None
-    if constant_time and bounds is None:
+    if constant_time and checked_bounds is None:
         raise InvalidParameterError("constant_time=True needs bounds=(lo, hi), as in geometric().")
-    if bounds is not None:
-        lo, hi = _validation.integer_bounds(bounds)
+    if (n_terms > 1 or absolute) and level < MIN_SUM_ALPHA:
+        raise InvalidParameterError(
+            f"alpha = {show(level)} is below {MIN_SUM_ALPHA} for a sum of noise values (the "
+            f"convolution is accurate to about 1e-12); pass alpha between {MIN_SUM_ALPHA} and 1."
+        )
+    reach = None
+    if checked_bounds is not None:
+        lo, hi = checked_bounds
         if hi == lo:
             return 0
         reach = hi - lo
-    if unit_epsilon > MAX_UNIT_EPSILON:
-        raise InvalidParameterError(f"epsilon / sensitivity must be at most {MAX_UNIT_EPSILON}.")
-    if reach is None and unit_epsilon < MIN_UNIT_EPSILON:
-        raise NoiseOverflowError("epsilon / sensitivity is too small for unbounded noise.")
     if n_terms > 1 or absolute:
         return sum_half_width(unit_epsilon, n_terms, float(level), absolute=bool(absolute))
     plan = geometric_plan(unit_epsilon, reach, bool(constant_time) and reach is not None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import sys
 from dataclasses import dataclass
 from decimal import Decimal
@@ -30,8 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe._coins import Coin, bernoulli, make_coin
-from dpframe._exact import exp_decimal, precise, to_decimal
+from dpframe._coins import random_uint16, random_uint32
+from dpframe._exact import exp_decimal, precise, show, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
 
@@ -54,9 +55,20 @@ _DBL_MAX = Fraction(sys.float_info.max)
 _LN2 = math.log(2.0)
 # Elements processed at a time: keeps the working arrays inside the CPU cache.
 _BLOCK = 1 << 13
+# Values per block of the snapping mechanism (few operations each: larger blocks).
+_SNAP_BLOCK = 1 << 15
+# Values per block of the bounded mechanism's rejection loop.
+_REJECTION_BLOCK = 1 << 15
 # Bits of the 64-bit word used for the uniform's exponent (a float64 holds 53 exactly).
 _EXPONENT_BITS = 53
 _ONE_BITS = np.uint64(0x3FF0000000000000)  # float64 exponent field of 1.0
+# The first bits of the exponent's bit stream come from the low 11 bits of the mantissa
+# word: the 1-based position of their first one (bit 10 first), or 0 if all are zero.
+_LOW_BITS = 11
+_LOW_MASK = (1 << _LOW_BITS) - 1
+_LOW_POSITIONS = np.array(
+    [0.0] + [float(_LOW_BITS - k.bit_length() + 1) for k in range(1, 1 << _LOW_BITS)]
+)
 
 # Bounded Laplace grid: 2**-20 of the sensitivity (or of the domain width, if narrower).
 _GRID_BITS = 20
@@ -66,10 +78,13 @@ _MIN_GRID_STEPS = 2**10
 _MAX_INDEX_BITS = 52
 # Noise scales beyond 2**800 grid steps are refused (float64 accuracy computations).
 _MAX_SCALE_OVER_GRID = Fraction(2) ** 800
-# Coins of the uniform-proposal sampler: relative precision 2**-64.
-_COIN_BITS = 64
+# Acceptance tables of the uniform-proposal sampler: at most 2**12 coins each.
+_ACCEPT_BITS = 12
 # Geometric proposal: weights beyond 2**-100 of the normalization are handled as a lump.
 _FAR_LOG = 100
+# Largest budget ε − ln(1 − δ) per grid step of sensitivity: keeps the unit g/b below 200
+# (the geometric engine's limit) with room for the search's factor 2.
+_MAX_BUDGET_PER_REACH = 99
 # The scale search aims this far (relative) below the budget before the exact check.
 _SEARCH_MARGIN = Fraction(1, 2**24)
 
@@ -99,35 +114,50 @@ def _one_minus_exp_neg(x: Fraction) -> Decimal:
     return 1 - exp_decimal(-x)
 
 
+def _real_bounds(bounds: Any) -> tuple[float, float]:
+    """:func:`dpframe._validation.real_bounds`, refusing ends beyond float64 (huge ints or
+    Fractions), which it would pass to ``float()`` unchecked."""
+    if isinstance(bounds, tuple | list) and len(bounds) == 2:
+        for end in bounds:
+            if isinstance(end, numbers.Rational) and abs(Fraction(end)) > _DBL_MAX:
+                raise InvalidParameterError(
+                    f"bounds must be finite float64 numbers (at most about 1.8e308 in "
+                    f"magnitude), got an end of magnitude {show(abs(Fraction(end)))}."
+                )
+    return _validation.real_bounds(bounds)
+
+
 # ---------------------------------------------------------------- the full-precision uniform
 
 
 def _full_precision_uniform(
     source: BitSource, n: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.uint64]]:
-    """``n`` uniforms ``U* = m·2**-e`` with full precision, and ``n`` fair signs.
+    """``n`` uniforms ``U* = m·2**-e`` with full precision and ``n`` fair signs, a word each.
 
     Returns ``(e, m, sign)``: ``e >= 1`` an integer-valued float with
     ``P(e = k) = 2**-k`` (the position of the first one in a stream of fair bits),
     ``m = 1.b1...b52`` with 52 uniform bits, and ``sign`` a fair float64 sign bit (bit
-    63 of a word, to XOR into a float). ``U*`` is a real uniform on (0, 1) truncated to
-    53 significant bits: every double in (0, 1), and every smaller binade too, carries
-    exactly the probability of the interval it truncates. ``U*`` itself is never
-    formed, so there is no floor at 2**-1074.
+    63, to XOR into a float). One word per value holds all three: bits 12..63 are the
+    mantissa, bit 11 the sign, bits 10..0 the start of the exponent's bit stream; only
+    when those 11 bits are all zero (probability 2**-11) are more words read, 53 bits
+    at a time. ``U*`` is a real uniform on (0, 1) truncated to 53 significant bits:
+    every double in (0, 1), and every smaller binade too, carries exactly the
+    probability of the interval it truncates. ``U*`` itself is never formed, so there
+    is no floor at 2**-1074.
     """
-    first = source.words(n)
-    mantissa_words = source.words(n)
-    sign = first << np.uint64(63)  # bit 0: independent of the 53 bits used below
-    top = first >> np.uint64(64 - _EXPONENT_BITS)  # 53 fair bits, exact as a float64
-    exponent = _first_one_position(top)
-    pending = np.flatnonzero(top == 0)  # all 53 bits zero: probability 2**-53, keep reading
-    offset = 0
+    word = source.words(n)
+    sign = (word >> np.uint64(11)) << np.uint64(63)
+    low = (word & np.uint64(_LOW_MASK)).astype(np.intp)
+    exponent = np.take(_LOW_POSITIONS, low)
+    pending = np.flatnonzero(low == 0)  # 11 zero bits: probability 2**-11, keep reading
+    offset = _LOW_BITS
     while pending.size:  # a loop over rounds, on the few undecided elements only
-        offset += _EXPONENT_BITS
         more = source.words(pending.size) >> np.uint64(64 - _EXPONENT_BITS)
         exponent[pending] = offset + _first_one_position(more)
         pending = pending[more == 0]
-    m = ((mantissa_words >> np.uint64(12)) | _ONE_BITS).view(np.float64)
+        offset += _EXPONENT_BITS
+    m = ((word >> np.uint64(12)) | _ONE_BITS).view(np.float64)
     return exponent, m, sign
 
 
@@ -185,24 +215,24 @@ def _snapping(epsilon: Fraction, sensitivity: Fraction, lo: float, hi: float) ->
         scale = math.inf
     if not math.isfinite(scale) or (_DBL_MAX - bound_abs) <= _OVERFLOW_TAILS * Fraction(scale):
         raise NoiseOverflowError(
-            f"epsilon / sensitivity = {float(epsilon / sensitivity):g} with bounds up to "
-            f"{float(bound_abs):g} gives Laplace noise that reaches the largest float64 "
+            f"epsilon / sensitivity = {show(epsilon / sensitivity)} with bounds up to "
+            f"{show(bound_abs)} gives Laplace noise that reaches the largest float64 "
             f"with probability above 2**-64. Use a larger epsilon or a smaller sensitivity."
         )
     if scale < _MIN_SCALE:
         raise InvalidParameterError(
-            f"sensitivity / epsilon = {float(sensitivity / epsilon):g} is below 2**-960; "
+            f"sensitivity / epsilon = {show(sensitivity / epsilon)} is below 2**-960; "
             f"the noise would be subnormal in float64. Rescale the data (e.g. to other "
             f"units) so that sensitivity / epsilon is larger."
         )
     if not Fraction(scale) < bound:
         raise InvalidParameterError(
-            f"epsilon={float(epsilon):g} is too small for the snapping mechanism: its "
+            f"epsilon={show(epsilon)} is too small for the snapping mechanism: its "
             f"floating-point term 2**-44·B/λ cannot stay below epsilon. Use epsilon >= 1e-12."
         )
     if not bound_abs < _MAX_BOUND_OVER_SCALE * Fraction(scale):
         raise InvalidParameterError(
-            f"bounds=({lo!r}, {hi!r}) reach {float(bound_abs):g}, at least 2**46 times the "
+            f"bounds=({lo!r}, {hi!r}) reach {show(bound_abs)}, at least 2**46 times the "
             f"noise scale {scale:g}: float64 cannot hold the snapping grid that far from "
             f"zero. Shift the data towards zero first (e.g. subtract a public offset), or "
             f"use a smaller epsilon or a larger sensitivity."
@@ -225,27 +255,31 @@ def snapping_scale(
     return snap.scale, snap.grid
 
 
-def _snap_block(
-    x: NDArray[np.float64], snap: _Snapping, lo: float, hi: float, source: BitSource
-) -> NDArray[np.float64]:
-    """Snapped noisy values for clamped inputs ``x`` (one block)."""
-    exponent, m, sign = _full_precision_uniform(source, x.size)
+def _snap_noise(n: int, snap: _Snapping, source: BitSource) -> NDArray[np.float64]:
+    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms."""
+    exponent, m, sign = _full_precision_uniform(source, n)
     # -ln(U*) = e·ln 2 − ln m: exact up to float64 rounding, for any exponent.
     noise = exponent * _LN2
     noise -= np.log(m)
     noise *= snap.scale
     bits = noise.view(np.uint64)
     np.bitwise_xor(bits, sign, out=bits)  # a fair sign, exactly
-    z = x + noise
+    return noise
+
+
+def _snap_round(z: NDArray[np.float64], snap: _Snapping, lo: float, hi: float) -> None:
+    """Round ``z = x + noise`` to the nearest multiple of Λ (ties up) and clamp, in place."""
     grid = snap.grid
     # Anything beyond one grid step outside [lo, hi] ends up clamped either way; clipping
     # first keeps z / Λ small, so the rounding below is exact.
     np.clip(z, lo - grid, hi + grid, out=z)
-    q = z / grid  # exact: Λ is a power of two
-    k = np.floor(q)
-    k += (q - k) >= 0.5  # q - floor(q) is exact; ties go towards +inf
-    k *= grid  # exact: |k| < 2**47
-    return np.clip(k, lo, hi, out=k)
+    z *= 1.0 / grid  # exact: Λ is a power of two
+    # |z / Λ| < 2**47, so its ulp is at most 2**-5 and adding 0.5 is exact: floor then
+    # rounds to the nearest multiple, ties towards +inf.
+    z += 0.5
+    np.floor(z, out=z)
+    z *= grid  # exact: |k| < 2**47
+    np.clip(z, lo, hi, out=z)
 
 
 # ---------------------------------------------------------------- the snapping mechanism
@@ -340,6 +374,14 @@ def laplace(
     **Accuracy.** ``|output − clamp(value)| <= λ·ln(1/α) + Λ/2`` up to a relative
     2^-48 of B, with probability at least ``1 − α``; see :func:`laplace_accuracy`.
 
+    **Running time and randomness.** Every value consumes one random word (a second
+    with probability 2^-11, when the 11 bits the exponent's bit stream starts with are
+    all zero) and goes through the same sequence of numpy operations, in blocks of
+    fixed size, whatever its value and its noise. The number of words therefore
+    reveals essentially nothing; the time is not audited as constant (numpy's ``log``
+    and float64 arithmetic make no timing promise, and subnormal intermediates are
+    slower on some CPUs).
+
     References
     ----------
     I. Mironov, "On significance of the least significant bits for differential
@@ -357,15 +399,17 @@ def laplace(
     """
     eps = _validation.epsilon(epsilon)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
+    lo, hi = _real_bounds(bounds)
     array = _validation.real_array(values)
     snap = _snapping(eps, sens, lo, hi)
     source = bit_source(rng)
-    flat = np.clip(array.reshape(-1), lo, hi)
+    flat = array.reshape(-1)
     out = np.empty(flat.size, dtype=np.float64)
-    for start in range(0, flat.size, _BLOCK):
-        stop = min(flat.size, start + _BLOCK)
-        out[start:stop] = _snap_block(flat[start:stop], snap, lo, hi, source)
+    for start in range(0, flat.size, _SNAP_BLOCK):  # everything in cache, block by block
+        stop = min(flat.size, start + _SNAP_BLOCK)
+        x = np.clip(flat[start:stop], lo, hi, out=out[start:stop])
+        x += _snap_noise(x.size, snap, source)
+        _snap_round(x, snap, lo, hi)
     return out.reshape(array.shape)
 
 
@@ -398,7 +442,8 @@ def laplace_accuracy(
     the grid moves the result by at most ``Λ/2``, floating point by at most
     ``27·2^-53·B`` (see :func:`laplace`), and clamping into ``bounds`` only brings
     the output closer to the clamped value. Without the snapping the half-width would
-    be the closed form ``λ·ln(1/α)``; snapping adds at most ``Λ/2 < λ``.
+    be the closed form ``λ·ln(1/α)``; snapping adds at most ``Λ/2 < λ``. It depends
+    on public parameters only, draws no randomness and spends no privacy budget.
 
     Examples
     --------
@@ -409,8 +454,8 @@ def laplace_accuracy(
     """
     eps = _validation.epsilon(epsilon)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
-    level = _validation.probability(alpha, "alpha")
+    lo, hi = _real_bounds(bounds)
+    level = float(_geometric.checked_alpha(alpha))
     snap = _snapping(eps, sens, lo, hi)
     # One part in 2**40 covers the rounding of the float64 arithmetic below.
     tail = snap.scale * -math.log(level) * (1 + 2.0**-40)
@@ -442,7 +487,7 @@ class _BoundedPlan:
     unit: Fraction  # g / b
     sampler: Sampler
     geometric: _geometric.GeometricPlan | None
-    coins: tuple[Coin, ...]  # uniform sampler: coin i lands with probability ~ exp(-unit 2**i)
+    accept: tuple[_AcceptTable, ...]  # uniform sampler: acceptance coin tables
     kappa: Decimal  # bound on |ln realized weight − ln ideal weight| for |n| <= near
     far: Decimal  # mass beyond `near`, relative to the smallest normalization
     margin: Decimal  # privacy loss added to the ideal one by the realized coins
@@ -526,17 +571,78 @@ def _geometric_margin(
         return margin, kappa, far
 
 
-def _uniform_coins(unit: Fraction, steps: int) -> tuple[tuple[Coin, ...], Decimal]:
-    """Coins ``β_i ≈ exp(−unit·2^i)`` for the bits of ``|j − v| <= steps``, and their κ."""
-    coins: list[Coin] = []
-    kappa = Decimal(0)
-    with precise():
-        for i in range(steps.bit_length()):
-            beta = exp_decimal(-unit * (1 << i))
-            coin = make_coin(beta, _COIN_BITS)
-            coins.append(coin)
-            kappa += _ln_ratio(coin.probability, beta)
-    return tuple(coins), kappa
+class _AcceptTable:
+    """Acceptance coins ``P_k ≈ exp(−unit·k·2**shift)`` for ``k < size``, drawn lazily.
+
+    ``P_k = floor(2**256 · D_k) / 2**256`` with ``D_k`` the 120-digit value of the
+    exponential: an exact dyadic number within a relative ``2**-250`` of the ideal one
+    (``D_k >= e**-2`` on the uniform sampler's distances). Drawing compares 16 random
+    bits with the first 16 bits of ``P_k`` (computed in float64, and exactly wherever
+    float64 could be off by one); only on a tie (probability 2**-16) are the other 240
+    bits computed and compared with fresh words. So tables of thousands of coins cost
+    a vectorized ``exp`` to build, not thousands of 120-digit exponentials.
+    """
+
+    def __init__(self, unit: Fraction, shift: int, size: int) -> None:
+        self.unit, self.shift = unit, shift
+        step = float(unit * (1 << shift))
+        scaled = np.exp(-step * np.arange(size, dtype=np.float64)) * 65536.0
+        prefix = np.floor(scaled)
+        fraction = scaled - prefix
+        # float64 is within 2**-34 of the truth here; nearer an integer, decide exactly.
+        for k in np.flatnonzero((fraction < 2.0**-30) | (fraction > 1 - 2.0**-30)).tolist():
+            prefix[k] = self._numerator(k) >> 240
+        self.prefix = prefix.astype(np.uint32)  # 65536 for k = 0: always accepted
+        self._rests: dict[int, tuple[np.uint64, ...]] = {}
+
+    def _numerator(self, k: int) -> int:
+        """``floor(2**256 · D_k)``: ``P_k`` times ``2**256``."""
+        if k == 0:
+            return 1 << 256
+        with precise():
+            value = exp_decimal(-self.unit * (k << self.shift))
+            return int((value * (Decimal(2) ** 256)).to_integral_value(rounding="ROUND_FLOOR"))
+
+    def probability(self, k: int) -> Fraction:
+        """The exact probability of coin ``k``."""
+        return Fraction(self._numerator(k), 1 << 256)
+
+    def rest(self, k: int) -> tuple[np.uint64, ...]:
+        """The 240 bits of ``P_k`` after its first 16, as 4 words (see ``_coins._split``)."""
+        if k not in self._rests:
+            rest = (self._numerator(k) & ((1 << 240) - 1)) << 16
+            self._rests[k] = tuple(np.uint64((rest >> s) & (2**64 - 1)) for s in (192, 128, 64, 0))
+        return self._rests[k]
+
+    def draw(self, source: BitSource, index: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """One exact draw of coin ``index[i]`` for each ``i``."""
+        u = random_uint16(source, index.size)
+        threshold = np.take(self.prefix, index)
+        accept = u < threshold
+        for position in np.flatnonzero(u == threshold).tolist():  # about 2**-16 of them
+            digits = self.rest(int(index[position]))
+            for digit in digits:
+                word = source.words(1)[0]
+                if word != digit:
+                    accept[position] = word < digit
+                    break
+        return accept
+
+
+# Bound on |ln P_k − ln exp(−unit·k·2**shift)| for every acceptance coin (see _AcceptTable).
+_ACCEPT_KAPPA = Decimal(2) ** -250 + 2 * Decimal(10) ** -119
+
+
+def _accept_tables(unit: Fraction, steps: int) -> tuple[tuple[_AcceptTable, ...], Decimal]:
+    """Acceptance tables for the uniform proposal (``_ACCEPT_BITS`` bits of the distance
+    each, so ``exp(−unit·d)`` is the product of one coin per table), and their κ."""
+    bits = max(steps.bit_length(), 1)
+    count = -(-bits // _ACCEPT_BITS)
+    width = -(-bits // count)  # equal widths: smaller tables
+    tables = tuple(
+        _AcceptTable(unit, first, 1 << min(width, bits - first)) for first in range(0, bits, width)
+    )
+    return tables, _ACCEPT_KAPPA * len(tables)
 
 
 def _largest_unit(target: Decimal, reach: int, steps: int) -> Fraction:
@@ -574,7 +680,7 @@ def _grid_for(sensitivity: Fraction, lo: float, hi: float) -> tuple[int, int, in
     steps = math.floor(Fraction(hi) / grid) - first
     if exponent < -1000:
         raise InvalidParameterError(
-            f"sensitivity={float(sensitivity):g} with bounds=({lo!r}, {hi!r}) needs a grid "
+            f"sensitivity={show(sensitivity)} with bounds=({lo!r}, {hi!r}) needs a grid "
             f"finer than 2**-1000. Rescale the data (e.g. to other units)."
         )
     if steps < _MIN_GRID_STEPS:
@@ -593,7 +699,7 @@ def _bounded_plan(
     """Grid, scale and sampler of the bounded Laplace mechanism, checked in high precision."""
     if sensitivity / epsilon > _DBL_MAX:
         raise NoiseOverflowError(
-            f"epsilon / sensitivity = {float(epsilon / sensitivity):g} gives a noise scale "
+            f"epsilon / sensitivity = {show(epsilon / sensitivity)} gives a noise scale "
             f"beyond the float64 range. Use a larger epsilon or a smaller sensitivity."
         )
     exponent, first, steps = _grid_for(sensitivity, lo, hi)
@@ -601,26 +707,36 @@ def _bounded_plan(
     reach = math.ceil(sensitivity / grid)
     if sensitivity / epsilon > _MAX_SCALE_OVER_GRID * grid:
         raise InvalidParameterError(
-            f"sensitivity / epsilon = {float(sensitivity / epsilon):g} is more than 2**800 "
+            f"sensitivity / epsilon = {show(sensitivity / epsilon)} is more than 2**800 "
             f"times the grid of bounds=({lo!r}, {hi!r}); the output would be uniform. Use "
             f"a larger epsilon or a smaller sensitivity."
         )
     with precise():
         # Holohan et al.: p <= e^ε' q pointwise with ε' = ε − ln(1 − δ) gives (ε, δ)-DP.
-        budget = to_decimal(epsilon) - (1 - to_decimal(delta)).ln()
+        budget = to_decimal(epsilon) - to_decimal(1 - delta).ln()
         target = budget * (1 - to_decimal(_SEARCH_MARGIN))
+    # The noise per grid step (the unit, at most 2·budget/reach) must stay within what the
+    # geometric engine draws: beyond, the noise is below 1/200 of a grid step (no privacy).
+    largest = _MAX_BUDGET_PER_REACH * reach
+    if budget > largest:
+        raise InvalidParameterError(
+            f"epsilon - ln(1 - delta) = {show(Fraction(budget))} is too large for bounded_laplace "
+            f"with sensitivity={show(sensitivity)} and bounds=({lo!r}, {hi!r}): the noise would "
+            f"be below 1/200 of the output grid, so the release would be exact. Use epsilon "
+            f"- ln(1 - delta) at most {show(largest)} (typical epsilon: 0.01 to 10)."
+        )
     for _ in range(3):
         unit = _largest_unit(target, reach, steps)
         if (steps + 1) * unit <= 2:
             # Noise wider than the domain: propose uniformly, accept with exp(−u|j − v|).
             sampler: Sampler = "uniform"
-            coins, kappa = _uniform_coins(unit, steps)
+            accept, kappa = _accept_tables(unit, steps)
             plan, far = None, Decimal(0)
             # Weights within exp(±κ) of γ^|n|: 2κ on the ratio of two, 2κ on the sums.
             margin = 4 * kappa
         else:
             # Noise narrower than the domain: propose v + N with N two-sided geometric.
-            sampler, coins = "geometric", ()
+            sampler, accept = "geometric", ()
             # The engine aims at unit·(1 − slack): pass the unit that lands on ours.
             engine_unit = unit / (1 - _geometric.SLACK)
             plan = _geometric.geometric_plan(engine_unit, steps + 1, False)
@@ -640,7 +756,7 @@ def _bounded_plan(
         unit=unit,
         sampler=sampler,
         geometric=plan,
-        coins=coins,
+        accept=accept,
         kappa=kappa,
         far=far,
         margin=margin,
@@ -658,10 +774,30 @@ def bounded_laplace_scale(
 
 
 def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
-    """``n`` uniform integers in ``[0, steps]``, by rejection from ``[0, 2^bits)``."""
-    shift = np.uint64(64 - steps.bit_length())
+    """``n`` uniform integers in ``[0, steps]``, exactly.
+
+    Up to ``2**32`` values: Lemire's multiply-shift, ``j = (r·(steps + 1)) >> 32`` for a
+    uniform 32-bit ``r``, redrawing the rare ``r`` whose low product falls below
+    ``2**32 mod (steps + 1)`` (so each ``j`` has exactly ``floor(2**32 / (steps+1))``
+    preimages). Beyond: the top bits of a word, redrawn when above ``steps``.
+    """
     out = np.empty(n, dtype=np.int64)
+    span = steps + 1
+    if span <= 1 << 32:
+        floor = (1 << 32) % span
+        pending = np.arange(n)
+        while pending.size:  # each round accepts with probability > 1 - span / 2**32
+            product = random_uint32(source, pending.size).astype(np.uint64) * np.uint64(span)
+            ok = (product & np.uint64(0xFFFFFFFF)) >= floor
+            high = (product >> np.uint64(32)).astype(np.int64)
+            if pending.size == n:
+                out[...] = high
+            else:
+                out[pending[ok]] = high[ok]
+            pending = pending[~ok]
+        return out
     pending = np.arange(n)
+    shift = np.uint64(64 - steps.bit_length())
     while pending.size:  # each round accepts with probability > 1/2
         draw = (source.words(pending.size) >> shift).astype(np.int64)
         ok = draw <= steps
@@ -675,36 +811,28 @@ def _propose(
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """One proposal per element and whether it is accepted."""
     if plan.geometric is not None:
-        j = v + _geometric.geometric_noise(plan.geometric, v.size, source, False)
+        j = _geometric.geometric_noise(plan.geometric, v.size, source, False)
+        j += v  # (one block: the rejection loop's blocks are no larger than the engine's)
         return j, (j >= 0) & (j <= plan.steps)
     j = _uniform_index(source, v.size, plan.steps)
     distance = np.abs(j - v)
     accept = np.ones(v.size, dtype=np.bool_)
-    for i, coin in enumerate(plan.coins):
-        # Accept with prod over set bits of exp(−u 2^i) = exp(−u·distance), coin by coin.
-        needs = np.flatnonzero(accept & (((distance >> np.int64(i)) & 1) == 1))
-        if needs.size:
-            accept[needs] = bernoulli(source, coin, needs.size, False)
+    for table in plan.accept:
+        # exp(−u·d) is the product over chunks of exp(−u·k_c·2**shift_c): one coin each.
+        chunk = (distance >> table.shift) & (table.prefix.size - 1)
+        accept &= table.draw(source, chunk)
     return j, accept
 
 
 def _grid_index(x: NDArray[np.float64], plan: _BoundedPlan) -> NDArray[np.int64]:
     """Nearest grid index (ties up) of clamped inputs, relative to ``plan.first``, exactly."""
-    q = x / plan.grid  # exact: the grid is a power of two
-    k = np.floor(q)
-    k += (q - k) >= 0.5
-    index = k.astype(np.int64) - plan.first
+    q = x * (1.0 / plan.grid)  # exact: the grid is a power of two
+    # |q| < 2**52, so its ulp is at most 1/2 and q + 0.5 is exact: floor rounds ties up.
+    q += 0.5
+    np.floor(q, out=q)
+    index = q.astype(np.int64)
+    index -= plan.first
     return np.clip(index, 0, plan.steps, out=index)
-
-
-def _bounded_draw(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
-    out = np.empty(v.size, dtype=np.int64)
-    pending = np.arange(v.size)
-    while pending.size:  # a loop over rejection rounds, on the rejected elements only
-        j, ok = _propose(plan, v[pending], source)
-        out[pending[ok]] = j[ok]
-        pending = pending[~ok]
-    return out
 
 
 def bounded_laplace(
@@ -788,6 +916,16 @@ def bounded_laplace(
 
     **Accuracy.** See :func:`bounded_laplace_accuracy`.
 
+    **Running time and randomness.** Rejection sampling: each value is proposed
+    again until a proposal is accepted, and the number of rounds, of random words and
+    the time all depend on the value. A value at an end of the domain is rejected
+    about half the time when the noise is narrower than the domain, a value in the
+    middle rarely; so an observer who can time the call or count the random words
+    learns something about the value itself, not only about the noise. The values are
+    processed in blocks of 32,768 and a block's rounds draw several proposals per
+    pending value once few are left, which blurs but does not remove this. Use
+    :func:`laplace` (fixed work per value) where timing can be observed.
+
     References
     ----------
     N. Holohan, S. Antonatos, S. Braghin, P. Mac Aonghusa, "The Bounded Laplace
@@ -808,13 +946,19 @@ def bounded_laplace(
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
+    lo, hi = _real_bounds(bounds)
     array = _validation.real_array(values)
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     source = bit_source(rng)
-    v = _grid_index(np.clip(array.reshape(-1), lo, hi), plan)
-    j = _bounded_draw(plan, v, source)
-    out = (j + plan.first).astype(np.float64) * plan.grid
+    flat = array.reshape(-1)
+    out = np.empty(flat.size, dtype=np.float64)
+    for start in range(0, flat.size, _REJECTION_BLOCK):  # everything in cache, block by block
+        stop = min(flat.size, start + _REJECTION_BLOCK)
+        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+        j = np.empty(stop - start, dtype=np.int64)
+        _geometric.rejection_rounds(lambda w: _propose(plan, w, source), v, j)
+        j += plan.first
+        np.multiply(j, plan.grid, out=out[start:stop])
     return out.reshape(array.shape)
 
 
@@ -871,7 +1015,8 @@ def bounded_laplace_accuracy(
     in closed form for the two inputs where it is largest, an end of the domain and
     its middle, and ``alpha`` is reduced by the factor ``exp(2κ)`` (and the far mass)
     that separates the realized weights from the ideal ones. For a domain much wider
-    than ``b`` this is close to the Laplace closed form ``b·ln(1/alpha)``.
+    than ``b`` this is close to the Laplace closed form ``b·ln(1/alpha)``. It depends
+    on public parameters only, draws no randomness and spends no privacy budget.
 
     Examples
     --------
@@ -883,8 +1028,8 @@ def bounded_laplace_accuracy(
     eps = _validation.epsilon(epsilon)
     dlt = _validation.delta(delta)
     sens = _validation.sensitivity(sensitivity)
-    lo, hi = _validation.real_bounds(bounds)
-    level = _validation.probability(alpha, "alpha")
+    lo, hi = _real_bounds(bounds)
+    level = float(_geometric.checked_alpha(alpha))
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     # Realized tail <= e^(2κ)·ideal/(1 − far) + e^κ·far (see _geometric_margin).
     far = float(plan.far)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dpframe._decisions import decision_probability, threshold_decision
 from dpframe._gaussian import discrete_gaussian, discrete_gaussian_accuracy
-from dpframe._geometric import geometric, geometric_accuracy
+from dpframe._geometric import geometric, geometric_accuracy, geometric_rejection_epsilon
 from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
 from dpframe._quantiles import (
     quantile,
@@ -32,6 +32,7 @@ __all__ = [
     "discrete_gaussian_accuracy",
     "geometric",
     "geometric_accuracy",
+    "geometric_rejection_epsilon",
     "laplace",
     "laplace_accuracy",
     "quantile",

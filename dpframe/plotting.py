@@ -22,13 +22,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpframe import _geometric, _validation
+from dpframe import _validation
+from dpframe._exact import show
 from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     MissingDependencyError,
 )
-from dpframe.mechanisms import decision_probability, geometric, geometric_accuracy
+from dpframe.mechanisms import (
+    decision_probability,
+    geometric,
+    geometric_accuracy,
+    geometric_rejection_epsilon,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -72,15 +78,29 @@ def _axes(ax: Any) -> Axes:
     return ax
 
 
-def _unit_epsilon(epsilon: Any, sensitivity: Any) -> Fraction:
-    """``epsilon / sensitivity`` checked as :func:`dpframe.mechanisms.geometric` checks it."""
+def _unit_epsilon(epsilon: Any, sensitivity: Any, bounds: Any) -> Fraction:
+    """``epsilon / sensitivity``, refused where :func:`dpframe.mechanisms.geometric` refuses it.
+
+    The range check is the mechanism's own: its error bar is computed (cheaply, and
+    cached), which validates every parameter the way the mechanism does.
+    """
     unit = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
-    if unit > _geometric.MAX_UNIT_EPSILON:
-        raise InvalidParameterError(
-            f"epsilon / sensitivity = {float(unit):g} is above {_geometric.MAX_UNIT_EPSILON}, "
-            f"which dpframe.mechanisms.geometric refuses. Use a smaller epsilon."
-        )
+    geometric_accuracy(epsilon=epsilon, sensitivity=sensitivity, bounds=bounds)
     return unit
+
+
+def _rejection_unit(epsilon: Any, sensitivity: Any, bounds: Any, rule: str) -> float:
+    """The rejection variant's ε' per unit of sensitivity, from the public function."""
+    chosen = geometric_rejection_epsilon(
+        epsilon=epsilon, sensitivity=sensitivity, bounds=bounds, rule=rule
+    )
+    if chosen <= 0:
+        raise InvalidParameterError(
+            f"seed 002's epsilon' = epsilon - ln M is {show(chosen)} here: no budget is left "
+            f"for the noise. Use rejection_rule=\"largest\" (dpframe's verified epsilon'), a "
+            f'larger epsilon, or out_of_range="clamp".'
+        )
+    return float(chosen / _validation.sensitivity(sensitivity))
 
 
 def _true_values(values: Any) -> NDArray[np.int64]:
@@ -124,6 +144,7 @@ def output_distribution(
     sensitivity: float | Fraction = 1,
     bounds: tuple[int, int] | None = None,
     out_of_range: str = "clamp",
+    rejection_rule: str = "largest",
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The probability of each output of :func:`dpframe.mechanisms.geometric` for one true value.
 
@@ -137,6 +158,12 @@ def output_distribution(
         As for :func:`dpframe.mechanisms.geometric`.
     out_of_range : {"clamp", "resample"}, default "clamp"
         As for :func:`dpframe.mechanisms.geometric`.
+    rejection_rule : {"largest", "seed"}, default "largest"
+        With ``out_of_range="resample"``: the ``ε'`` of the distribution, as for
+        :func:`dpframe.mechanisms.geometric_rejection_epsilon`. ``"largest"`` is what
+        :func:`~dpframe.mechanisms.geometric` draws; ``"seed"`` is seed 002's
+        ``ε - ln M``, to show its Figure 2.2 as the seed drew it (not always private,
+        never used unchecked by the mechanism).
 
     Returns
     -------
@@ -163,10 +190,12 @@ def output_distribution(
       2.3): ``v`` is clamped into the bounds, the inner outputs keep eq. 2.1 and the
       end points receive the tails, ``P(o = hi) = P(N >= hi - v)`` with
       ``P(N >= k) = α^k/(1 + α)`` for ``k >= 1`` (and ``1/(1 + α)`` for ``k = 0``);
-    * ``out_of_range="resample"`` (section 2.4): eq. 2.1 with
-      ``ε' = ε/sensitivity - ln M`` in place of ``ε/sensitivity``, conditioned on
-      landing in ``[lo, hi]``, i.e. ``P(o) ∝ α'^|o - v|`` normalized over ``lo..hi``.
-      ``ε'`` is what the mechanism uses (including its small safety margin).
+    * ``out_of_range="resample"`` (section 2.4): eq. 2.1 with ``ε'`` (per unit of
+      sensitivity) in place of ``ε/sensitivity``, conditioned on landing in
+      ``[lo, hi]``, i.e. ``P(o) ∝ α'^|o - v|`` normalized over ``lo..hi``. ``ε'`` is
+      :func:`dpframe.mechanisms.geometric_rejection_epsilon`'s: by default the one the
+      mechanism draws with, the largest its exact check accepts; with
+      ``rejection_rule="seed"``, the seed's ``ε - ln M``.
 
     The probabilities the sampler realizes differ from these by a relative factor of
     at most ``exp(2^-19 · (1 + |n| · epsilon/sensitivity))`` at noise ``n`` (see
@@ -191,8 +220,9 @@ def output_distribution(
             f"true_value must be one integer, got {values.size} values. Call once per value, "
             f"or use plot_output_distribution for several."
         )
-    unit = _unit_epsilon(epsilon, sensitivity)
     resample = _validation.choice(out_of_range, "out_of_range", ("clamp", "resample")) == "resample"
+    rule = _validation.choice(rejection_rule, "rejection_rule", ("largest", "seed"))
+    unit = _unit_epsilon(epsilon, sensitivity, bounds)
     value = int(values[0])
     if bounds is None:
         if resample:
@@ -213,8 +243,8 @@ def output_distribution(
     if hi == lo:
         return outputs, np.ones(1)
     if resample:
-        rejection = _geometric.usable_rejection_epsilon(unit, hi - lo)
-        weights = np.exp(-float(rejection) * np.abs(outputs - value).astype(np.float64))
+        rejection = _rejection_unit(epsilon, sensitivity, (lo, hi), rule)
+        weights = np.exp(-rejection * np.abs(outputs - value).astype(np.float64))
         return outputs, weights / weights.sum()
     u = float(unit)
     probabilities = _geometric_pmf(outputs - value, u)
@@ -232,6 +262,7 @@ def plot_output_distribution(
     out_of_range: str = "clamp",
     samples: ArrayLike | Sequence[ArrayLike] | None = None,
     ax: Axes | None = None,
+    rejection_rule: str = "largest",
 ) -> Axes:
     """Bars of the exact output distribution of :func:`dpframe.mechanisms.geometric`.
 
@@ -258,6 +289,9 @@ def plot_output_distribution(
         of the mass).
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new figure by default.
+    rejection_rule : {"largest", "seed"}, default "largest"
+        As for :func:`output_distribution` (``"seed"`` draws seed 002's Figure 2.2 with
+        its ``ε - ln M``).
 
     Returns
     -------
@@ -309,6 +343,7 @@ def plot_output_distribution(
             sensitivity=sensitivity,
             bounds=bounds,
             out_of_range=out_of_range,
+            rejection_rule=rejection_rule,
         )
         for v in values
     ]
@@ -347,11 +382,11 @@ def plot_output_distribution(
             )
             handles.append(dots)
     unit = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
-    title = f"geometric mechanism, ε/sensitivity = {float(unit):g}"
+    title = f"geometric mechanism, ε/sensitivity = {show(unit)}"
     if bounds is not None:
         lo, hi = _validation.integer_bounds(bounds)
         if resample and hi > lo:
-            rejection = float(_geometric.rejection_epsilon(unit, hi - lo))
+            rejection = _rejection_unit(epsilon, sensitivity, (lo, hi), rejection_rule)
             title += f"\nbounds ({lo}, {hi}), out of range resampled (ε' = {rejection:.4g})"
         else:
             title += f"\nbounds ({lo}, {hi}), clamped"
@@ -497,12 +532,14 @@ def plot_decision_curves(
             f"at 0.5 or add 'laplace' or 'generalized' to methods."
         )
     counts_array = np.sort(np.asarray(counts).reshape(-1))
+    # The mechanism's own checks of min_count and the epsilon range, before any float below.
+    decision_probability(np.zeros(0, dtype=np.int64), min_count=min_count, epsilon=epsilon)
     # 1 - e^-ε to float, kept below 1 (the float nearest it is accepted as the acknowledgement).
     cutoff_delta = min(-math.expm1(-float(eps)), math.nextafter(1.0, 0.0))
-    settings = {
-        "laplace": (0.0, prob),
+    settings: dict[str, tuple[Any, Any]] = {
+        "laplace": (0.0, p),
         "cutoff": (cutoff_delta, 0.5),
-        "generalized": (float(dlt), prob),
+        "generalized": (delta, p),
     }
     curves = []
     for method in chosen:  # all computed (and validated) before anything is drawn
@@ -518,12 +555,12 @@ def plot_decision_curves(
         curves.append((method, method_delta, probabilities))
     axes = _axes(ax)
     for method, method_delta, probabilities in curves:
-        shown = f"{method_delta:.4g}"
-        delta_text = f"1 − e^−ε ≈ {shown}" if method == "cutoff" else f"{method_delta:g}"
+        shown = show(method_delta)
+        delta_text = f"1 − e^−ε ≈ {shown}" if method == "cutoff" else shown
         axes.plot(
             counts_array,
             probabilities,
-            label=f"{method} (ε = {float(eps):g}, δ = {delta_text})",
+            label=f"{method} (ε = {show(eps)}, δ = {delta_text})",
             gid=method,
         )
     axes.axvline(
@@ -614,9 +651,14 @@ def plot_error_vs_epsilon(
             f"Example: epsilons=[0.01, 0.1, 1.0]."
         )
     checked = sorted(_validation.epsilon(e, "epsilons") for e in raw.reshape(-1).tolist())
+    for e in (checked[0], checked[-1]):  # they are drawn on a log axis of floats
+        if not Fraction(1, 10**300) <= e <= 10**300:
+            raise InvalidParameterError(
+                f"epsilons must lie between 1e-300 and 1e300 to be drawn, got {show(e)}."
+            )
     level = _validation.probability(alpha, "alpha")
     n = None if draws is None else _validation.positive_int(draws, "draws")
-    bars = [geometric_accuracy(epsilon=e, sensitivity=sensitivity, alpha=level) for e in checked]
+    bars = [geometric_accuracy(epsilon=e, sensitivity=sensitivity, alpha=alpha) for e in checked]
     observed: list[int] = []
     if n is not None:
         rank = math.ceil((1 - level) * n)  # the rank-th smallest |noise|, counting from 1
@@ -647,6 +689,6 @@ def plot_error_vs_epsilon(
         axes.set_ylim(bottom=0)
     axes.set_xlabel("epsilon")
     axes.set_ylabel(f"|error| at {percent} confidence")
-    axes.set_title(f"geometric mechanism, sensitivity {float(sensitivity):g}")
+    axes.set_title(f"geometric mechanism, sensitivity {show(Fraction(sensitivity))}")
     axes.legend()
     return axes

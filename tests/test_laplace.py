@@ -311,11 +311,18 @@ class _ScriptedSource:
 def test_full_precision_uniform_has_no_floor() -> None:
     """Exponent bits that are all zero keep the exponent growing: no floor at 2^-1074."""
     top_bit = 1 << 63
-    # first word (exponent): 53 zero bits; mantissa word; then 53 more zeros, then a one.
-    source = _ScriptedSource([0, top_bit, 0, 1 << 11])
-    exponent, mantissa, _ = _laplace._full_precision_uniform(source, 1)
-    assert exponent[0] == 53 + 53 + 53
+    # the word: mantissa 1.1000..., sign 0, 11 zero exponent bits; then 53 zeros; then
+    # 52 zeros and a one (the top 53 bits of 1 << 11).
+    source = _ScriptedSource([top_bit, 0, 1 << 11])
+    exponent, mantissa, sign = _laplace._full_precision_uniform(source, 1)
+    assert exponent[0] == 11 + 53 + 53
     assert mantissa[0] == 1.5
+    assert sign[0] == 0
+    # the first one in the 11 low bits decides at once: bit 10 set -> e = 1, bit 0 -> 11
+    for low, expected in [(1 << 10, 1), (1 << 9 | 1, 2), (1, 11)]:
+        exponent, _, sign = _laplace._full_precision_uniform(_ScriptedSource([low | 1 << 11]), 1)
+        assert exponent[0] == expected
+        assert sign[0] == np.uint64(1 << 63)
 
 
 def test_numpy_log_error_is_below_one_ulp() -> None:
@@ -408,8 +415,10 @@ def realized_log_weights(plan: Any) -> NDArray[np.float64]:
 
     if plan.geometric is None:
         logw = np.zeros(n.size)
-        for i, coin in enumerate(plan.coins):
-            logw += np.where((magnitude >> i) & 1 == 1, log(coin.probability), 0.0)
+        for table in plan.accept:
+            size = table.prefix.size
+            logs = np.array([log(table.probability(k)) for k in range(size)])
+            logw += logs[(magnitude >> table.shift) & (size - 1)]
         return logw
     geo = plan.geometric
     c = np.maximum(magnitude - 1, 0)
@@ -968,3 +977,45 @@ def test_errors_subclass_builtins() -> None:
     assert issubclass(InvalidParameterError, ValueError)
     assert issubclass(InvalidParameterTypeError, TypeError)
     assert issubclass(NoiseOverflowError, ValueError)
+
+
+# ---------------------------------------------------------------- acceptance tables
+
+
+def test_acceptance_prefixes_are_the_exact_first_16_bits() -> None:
+    """float64 computes the 16-bit prefixes; every one must equal the exact value's."""
+    plan = _plan(0.5, 0.0, 1.0, (0.0, 2.0))
+    assert plan.sampler == "uniform"
+    for table in plan.accept:
+        for k in range(0, table.prefix.size, 7):
+            assert int(table.prefix[k]) == int(table.probability(k) * 2**16)
+
+
+def test_acceptance_coin_after_a_tie_uses_the_rest() -> None:
+    plan = _plan(0.5, 0.0, 1.0, (0.0, 2.0))
+    table = plan.accept[-1]
+    k = table.prefix.size - 1
+    prefix = int(table.prefix[k])
+
+    class Tied:
+        private = True
+        words_drawn = 0
+
+        def __init__(self) -> None:
+            self.inner = _random.bit_source(None)
+            self.first = True
+
+        def words(self, n: int) -> NDArray[np.uint64]:
+            out = self.inner.words(n).copy()
+            if self.first:
+                self.first = False
+                out.view(np.uint16)[:] = prefix
+            return out
+
+    n = 20_000
+    accepted = int(table.draw(Tied(), np.full(n, k, dtype=np.int64)).sum())
+    rest = table.probability(k) * 2**16 - prefix
+    assert 0 < rest < 1
+    from scipy import stats
+
+    assert stats.binomtest(accepted, n, float(rest)).pvalue > FALSE_ALARM

@@ -85,12 +85,19 @@ def _seed_rejection_epsilon(unit: Fraction, n: int) -> Decimal:
         return eps - m.ln() - eps / Decimal(2**20)
 
 
-def _exact_resampled(value: int, bounds: tuple[int, int], unit: Fraction) -> list[float]:
+def _exact_resampled(
+    value: int, bounds: tuple[int, int], unit: Fraction, rate: Fraction | None = None
+) -> list[float]:
+    """The conditional distribution at seed 002's epsilon' (or at ``rate``, per unit)."""
     lo, hi = bounds
     with localcontext() as ctx:
         ctx.prec = 60
-        rate = _seed_rejection_epsilon(unit, hi - lo)
-        weights = [(-rate * abs(o - value)).exp() for o in range(lo, hi + 1)]
+        decay = (
+            _seed_rejection_epsilon(unit, hi - lo)
+            if rate is None
+            else Decimal(rate.numerator) / Decimal(rate.denominator)
+        )
+        weights = [(-decay * abs(o - value)).exp() for o in range(lo, hi + 1)]
         total = sum(weights)
         return [float(w / total) for w in weights]
 
@@ -140,11 +147,19 @@ def test_resampled_distribution_follows_seed_002_section_2_4(
     value: int, bounds: tuple[int, int], epsilon: float
 ) -> None:
     outputs, probs = plotting.output_distribution(
-        value, epsilon=epsilon, bounds=bounds, out_of_range="resample"
+        value, epsilon=epsilon, bounds=bounds, out_of_range="resample", rejection_rule="seed"
     )
     assert outputs.tolist() == list(range(bounds[0], bounds[1] + 1))
     expected = _exact_resampled(value, bounds, Fraction(str(epsilon)))
     np.testing.assert_allclose(probs, expected, rtol=1e-12, atol=0)
+    # By default: the epsilon' the mechanism draws with (issue 13: the largest verified one).
+    _, drawn = plotting.output_distribution(
+        value, epsilon=epsilon, bounds=bounds, out_of_range="resample"
+    )
+    rate = dpm.geometric_rejection_epsilon(epsilon=epsilon, bounds=bounds)
+    assert rate >= Fraction(_seed_rejection_epsilon(Fraction(str(epsilon)), bounds[1] - bounds[0]))
+    expected = _exact_resampled(value, bounds, Fraction(str(epsilon)), rate)
+    np.testing.assert_allclose(drawn, expected, rtol=1e-12, atol=0)
 
 
 def test_unbounded_window_holds_all_but_a_thousandth() -> None:
@@ -243,13 +258,21 @@ def test_bar_heights_are_the_distributions() -> None:
 
 def test_resampled_bars_are_nearly_uniform_and_titled_with_epsilon_prime() -> None:
     ax = plotting.plot_output_distribution(
-        [19, 20, 21], epsilon=0.1, bounds=(0, 30), out_of_range="resample"
+        [19, 20, 21], epsilon=0.1, bounds=(0, 30), out_of_range="resample", rejection_rule="seed"
     )
     heights = np.array([[p.get_height() for p in c.patches] for c in _bars(ax)])
     np.testing.assert_allclose(heights[1], _exact_resampled(20, (0, 30), Fraction(1, 10)))
     assert heights.max() / heights.min() < 1.5  # seed 002: "nearly uniform"
     rate = float(_seed_rejection_epsilon(Fraction(1, 10), 30))
     assert f"ε' = {rate:.4g}" in ax.get_title()
+    # The mechanism's own epsilon' (six times the seed's here) keeps far more information.
+    ax = plotting.plot_output_distribution(
+        [19, 20, 21], epsilon=0.1, bounds=(0, 30), out_of_range="resample"
+    )
+    heights = np.array([[p.get_height() for p in c.patches] for c in _bars(ax)])
+    assert heights.max() / heights.min() > 2.5
+    largest = float(dpm.geometric_rejection_epsilon(epsilon=0.1, bounds=(0, 30)))
+    assert f"ε' = {largest:.4g}" in ax.get_title()
 
 
 def test_unbounded_bars_and_samples_share_one_range() -> None:
