@@ -69,6 +69,7 @@ __all__ = [
     "Account",
     "Cost",
     "Measure",
+    "Refusal",
     "Total",
     "fresh_account",
     "lower_total",
@@ -95,6 +96,11 @@ class Total:
     @property
     def unlimited(self) -> bool:
         """True when nothing is refused: no budget yet, or ``math.inf``."""
+        return self.rho is None and self.epsilon == math.inf and self.delta == math.inf
+
+    @property
+    def epsilon_unlimited(self) -> bool:
+        """True for ``(inf, delta)``: only delta is limited; zCDP releases are free of it."""
         return self.rho is None and self.epsilon == math.inf
 
     @property
@@ -168,7 +174,7 @@ class Account:
     def spent(self) -> Budget:
         """What was spent, in the forms the account has (see :meth:`Ledger.spent`)."""
         total = self.total
-        if total.unlimited:
+        if total.epsilon_unlimited:
             rho = self.rho if self.raw_rho else None
             return Budget(self.epsilon, self.delta, rho=rho)
         if total.is_rho:
@@ -187,6 +193,8 @@ class Account:
         total = self.total
         if total.unlimited:
             return Budget(math.inf, math.inf)
+        if total.epsilon_unlimited and isinstance(total.delta, Fraction):
+            return Budget(math.inf, _left(total.delta, self.delta, self.overspent))
         if total.rho is not None:
             return Budget(rho=_ZERO if self.overspent else max(_ZERO, total.rho - self.rho))
         if not isinstance(total.epsilon, Fraction) or not isinstance(total.delta, Fraction):
@@ -208,27 +216,45 @@ def _left(total: Fraction, spent: Fraction | float, overspent: bool) -> Fraction
     return max(_ZERO, total - spent)
 
 
+#: Significant decimal digits kept of a conversion's result (rounded in the safe
+#: direction), so that it shows as a plain decimal instead of a 64-bit fraction.
+_SHOWN_DIGITS = 12
+
+
+def _decimal_rounded(value: Fraction, *, up: bool) -> Fraction:
+    """``value`` rounded up or down to ``_SHOWN_DIGITS`` significant decimal digits."""
+    if value == 0:
+        return value
+    with localcontext() as ctx:
+        ctx.prec = 40
+        approximate = Decimal(value.numerator) / Decimal(value.denominator)
+    step = Fraction(10) ** (approximate.adjusted() - _SHOWN_DIGITS + 1)
+    units = value / step
+    whole = math.ceil(units) if up else math.floor(units)
+    return whole * step
+
+
 def _epsilon_of(rho: Fraction, delta: Fraction) -> Fraction | float:
     """ε of ``rho``-zCDP at ``delta`` (CKS 2020, rounded up); inf when delta is 0."""
     if rho == 0:
         return _ZERO
     if delta <= 0 or delta >= 1:
         return math.inf
-    return epsilon_of_zcdp(rho, delta)
+    return _decimal_rounded(epsilon_of_zcdp(rho, delta), up=True)
 
 
 def rho_available(epsilon: Fraction | float, delta: Fraction | float) -> Fraction:
     """The largest rho whose zCDP guarantee implies ``(epsilon, delta)``-DP; 0 when none.
 
     ``rho_for_budget`` (CKS 2020, rounded down and verified against the very conversion
-    the display uses), or 0 when ``epsilon <= 0`` or ``delta <= 0`` (zCDP never implies
-    pure DP).
+    the display uses), rounded down again to 12 significant digits; 0 when
+    ``epsilon <= 0`` or ``delta <= 0`` (zCDP never implies pure DP).
     """
     if not isinstance(epsilon, Fraction) or not isinstance(delta, Fraction):
         raise ValueError("internal error: rho_available of an unlimited amount")
     if epsilon <= 0 or delta <= 0:
         return _ZERO
-    return rho_for_budget(epsilon, delta)
+    return _decimal_rounded(rho_for_budget(epsilon, delta), up=False)
 
 
 def fresh_account(total: Total) -> Account:
@@ -236,11 +262,20 @@ def fresh_account(total: Total) -> Account:
     return Account(total=total, rho_cap=total.rho)
 
 
-def _refused(account: Account, cost: Cost, reason: str, fix: str) -> BudgetExceededError:
-    return BudgetExceededError(
-        f"This release needs {cost.text()}, but {reason} ({account.releases} release(s) so "
-        f"far). Nothing was charged. {fix}"
-    )
+class Refusal(BudgetExceededError):
+    """A cost that does not fit: why (``reason``), and at which release (``position``, from 1)."""
+
+    def __init__(self, account: Account, cost: Cost, reason: str, fix: str) -> None:
+        super().__init__(
+            f"This release needs {cost.text()}, but {reason} ({account.releases} release(s) "
+            f"so far). Nothing was charged. {fix}"
+        )
+        self.reason = reason
+        self.position = account.releases + 1
+
+
+def _refused(account: Account, cost: Cost, reason: str, fix: str) -> Refusal:
+    return Refusal(account, cost, reason, fix)
 
 
 _NO_RAISE = "a budget, once set, cannot be raised."
@@ -278,7 +313,8 @@ def spend(account: Account, cost: Cost, *, force: bool = False) -> Account:
         raw_rho=account.raw_rho + (cost.rho or _ZERO),
     )
     total = account.total
-    if total.unlimited:
+    if total.unlimited or (total.epsilon_unlimited and cost.rho is not None):
+        # (inf, delta) holds for every zCDP release: (ε(ρ, δ'), δ') for any δ' > 0.
         if cost.rho is not None:
             return dataclasses.replace(base, rho=account.rho + cost.rho)
         return dataclasses.replace(
@@ -450,6 +486,8 @@ def within(new: Total, old: Total) -> bool:
         return new.rho is not None and new.rho <= old.rho
     if new.rho is None:
         return new.epsilon <= old.epsilon and new.delta <= old.delta
+    if old.epsilon == math.inf:
+        return old.delta > 0
     return new.rho <= rho_available(old.epsilon, old.delta)
 
 
@@ -463,6 +501,6 @@ def lower_total(ours: Total, theirs: Total) -> Total:
         return Total(min(ours.epsilon, theirs.epsilon), min(ours.delta, theirs.delta))
     zcdp, other = (ours, theirs) if ours.rho is not None else (theirs, ours)
     rho = zcdp.rho if zcdp.rho is not None else _ZERO
-    if other.rho is None:
+    if other.rho is None and other.epsilon != math.inf:
         rho = min(rho, rho_available(other.epsilon, other.delta))
     return Total(rho=rho)

@@ -352,7 +352,7 @@ class Ledger:
         """
         with self._lock:
             account = self._account
-            if self._total.unlimited:
+            if self._total.epsilon_unlimited:
                 return math.inf
             if account.in_zcdp:
                 return account.remaining().rho or _ZERO
@@ -513,12 +513,12 @@ class Ledger:
                 )
             try:
                 account = _composition.replay(new_total, map(_cost_of, self._releases))
-            except BudgetExceededError as refused:
+            except _composition.Refusal as refused:
                 raise BudgetExceededError(
                     f"set_budget({_total_call(new_total)}) is below what this data has "
                     f"already spent, {self._account.spent()}, over {len(self._releases)} "
-                    f"release(s): {_below_fix(self._account)} (Replayed against the new "
-                    f"total: {refused})"
+                    f"release(s): against it, release {refused.position} would not fit "
+                    f"({refused.reason}). {_below_fix(self._account)}"
                 ) from None
             self._total = new_total
             self._account = account
@@ -1018,8 +1018,6 @@ def _parse_total(epsilon: object, delta: object, rho: object) -> Total:
             "for zCDP, or set_budget(epsilon=math.inf) to explore without a limit."
         )
     total_epsilon, total_delta = _validation.budget(epsilon, delta)
-    if total_epsilon == math.inf:
-        return _composition.UNLIMITED if total_delta == math.inf else Total(math.inf, total_delta)
     return Total(total_epsilon, total_delta)
 
 
