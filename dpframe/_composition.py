@@ -69,7 +69,7 @@ __all__ = [
     "Account",
     "Cost",
     "Measure",
-    "Refusal",
+    "RefusedCostError",
     "Total",
     "fresh_account",
     "lower_total",
@@ -262,7 +262,7 @@ def fresh_account(total: Total) -> Account:
     return Account(total=total, rho_cap=total.rho)
 
 
-class Refusal(BudgetExceededError):
+class RefusedCostError(BudgetExceededError):
     """A cost that does not fit: why (``reason``), and at which release (``position``, from 1)."""
 
     def __init__(self, account: Account, cost: Cost, reason: str, fix: str) -> None:
@@ -274,8 +274,8 @@ class Refusal(BudgetExceededError):
         self.position = account.releases + 1
 
 
-def _refused(account: Account, cost: Cost, reason: str, fix: str) -> Refusal:
-    return Refusal(account, cost, reason, fix)
+def _refused(account: Account, cost: Cost, reason: str, fix: str) -> RefusedCostError:
+    return RefusedCostError(account, cost, reason, fix)
 
 
 _NO_RAISE = "a budget, once set, cannot be raised."

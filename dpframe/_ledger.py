@@ -513,7 +513,7 @@ class Ledger:
                 )
             try:
                 account = _composition.replay(new_total, map(_cost_of, self._releases))
-            except _composition.Refusal as refused:
+            except _composition.RefusedCostError as refused:
                 raise BudgetExceededError(
                     f"set_budget({_total_call(new_total)}) is below what this data has "
                     f"already spent, {self._account.spent()}, over {len(self._releases)} "
