@@ -890,8 +890,11 @@ class Ledger:
             summary += f"<p>{html.escape(note)}</p>"
         if releases:
             shown = _history_frame(releases)
-            shown["epsilon"] = [exact_text(r.epsilon) for r in releases]
-            shown["delta"] = [exact_text(r.delta) for r in releases]
+            # each cost in its own measure: a zCDP release shows its rho only
+            shown["epsilon"] = [
+                "" if r.rho is not None else exact_text(r.epsilon) for r in releases
+            ]
+            shown["delta"] = ["" if r.rho is not None else exact_text(r.delta) for r in releases]
             shown["rho"] = ["" if r.rho is None else exact_text(r.rho) for r in releases]
             history = f"<p>{len(releases)} release(s):</p>" + shown.to_html(index=False)
         else:
