@@ -137,14 +137,6 @@ class Release:
             return "zCDP"
         return "approx" if self.delta > 0 else "pure"
 
-    def cost_text(self) -> str:
-        """The cost in its own measure, exactly: ``"epsilon=1/2"``, ``"rho=1/200"``..."""
-        if self.rho is not None:
-            return f"rho={self.rho}"
-        if self.delta:
-            return f"epsilon={self.epsilon}, delta={self.delta}"
-        return f"epsilon={self.epsilon}"
-
     def _rho_fields(self) -> dict[str, JSONValue]:
         if self.rho is None:
             return {}
