@@ -660,7 +660,7 @@ def _release_of(measure: str, amount: Fraction) -> Release:
     return geometric(amount) if measure == "pure" else approx(amount, F(1, 10**7))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     epsilon=st.fractions(F(1, 10), F(2), max_denominator=20),
     delta=st.sampled_from([F(0), F(1, 10**6), F(1, 10**4)]),
