@@ -36,6 +36,7 @@ from dpframe import (
     mechanisms,
 )
 from dpframe._backends import Backend, Group, SumGrid, backend_for
+from dpframe._budget import budget_rho
 from dpframe._groupby import DPGroupBy
 from dpframe._ledger import Ledger, encode_key
 from dpframe._moments import Statistic
@@ -172,9 +173,10 @@ class DPAccessor:
 
     def set_budget(
         self,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         delta: PrivacyAmount | None = None,
         *,
+        rho: PrivacyAmount | None = None,
         domains: Domain | None = None,
     ) -> None:
         """Set the total privacy budget (epsilon, delta) for this frame's data.
@@ -187,6 +189,9 @@ class DPAccessor:
         delta : float or Fraction, optional
             The total failure-probability budget in ``[0, 1)``; default 0 (or unlimited
             when ``epsilon`` is ``math.inf``).
+        rho : float or Fraction, optional
+            Instead of ``epsilon`` and ``delta``: a zero-concentrated DP (zCDP) budget
+            (see :meth:`Ledger.set_budget` for how releases of each kind are counted).
         domains : dict, optional
             The declared keys of grouping columns, once for the data set (its code book):
             ``{"Sex": ["F", "M"], "Age": range(16, 96)}``. Any ordered list-like is
@@ -218,11 +223,14 @@ class DPAccessor:
         >>> list(df.dp.ledger.domains["Sex"])
         ['M', 'F']
         """
-        _validation.budget(epsilon, delta)  # refuse a bad budget before declaring anything
+        if rho is None:  # refuse a bad budget before declaring anything
+            _validation.budget(epsilon, delta)
+        else:
+            budget_rho(rho)
         declared = self._declared_domains(domains)
         ledger = self.ledger
         ledger.declare_domains(declared, row_labels=self._backend.row_labels)
-        ledger.set_budget(epsilon, delta)
+        ledger.set_budget(epsilon, delta, rho=rho)
 
     def _declared_domains(self, domains: Domain | None) -> dict[ColumnLabel, pd.Index]:
         if domains is None:

@@ -1,8 +1,10 @@
 """Privacy amounts, exactly: :class:`Budget` and the exact text shown for every amount.
 
-A budget or a cost is a pair ``(epsilon, delta)`` of exact rationals
-(:class:`fractions.Fraction`), or ``math.inf`` when unlimited. Nothing here knows about
-ledgers or frames; :mod:`dpframe._ledger` adds and compares these amounts.
+A budget or an amount is a pair ``(epsilon, delta)`` of exact rationals
+(:class:`fractions.Fraction`), a zero-concentrated DP parameter ``rho``, or both forms of
+the same amount; ``math.inf`` when unlimited. Nothing here knows about ledgers or frames:
+:mod:`dpframe._composition` adds and compares these amounts, :mod:`dpframe._ledger`
+keeps them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from dpframe._exact import simplest_rational
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
-__all__ = ["Budget", "budget_amount", "exact_text", "fraction_text"]
+__all__ = ["Budget", "budget_amount", "budget_rho", "cost_amount", "exact_text", "fraction_text"]
 
 # A terminating decimal with more significant digits than this is shown as a fraction.
 _MAX_SHOWN_DIGITS = 20
@@ -98,27 +100,95 @@ def budget_amount(value: Any, name: str) -> Fraction | float:
     return exact
 
 
+def budget_rho(value: Any) -> Fraction | float:
+    """A total zCDP budget ``rho``: a number > 0 (exact), or ``math.inf`` (unlimited).
+
+    Floats are read as the simplest fraction that rounds to them (``0.015`` is exactly
+    3/200), as every privacy parameter in dpframe.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidParameterTypeError(
+            f"rho must be a number, got {value!r} of type {type(value).__name__}. Pass "
+            f"the total zCDP budget as a float or a Fraction, e.g. set_budget(rho=0.015)."
+        )
+    exact = budget_amount(value, "rho")  # math.inf stays math.inf
+    if exact == 0:
+        raise InvalidParameterError(
+            "rho must be > 0, got 0: a zero budget allows no release. Pass the total zCDP "
+            "budget, e.g. set_budget(rho=0.015), or math.inf to explore without a limit."
+        )
+    return exact
+
+
+def cost_amount(value: Any, name: str) -> Fraction:
+    """A release cost handed to the ledger: an exact rational >= 0 (< 1 for delta).
+
+    Floats never reach the ledger: float sums drift (eleven charges of 1/11 would exceed
+    1) and NaN compares false with everything. Internal callers convert user input first
+    (``dpframe._validation.epsilon`` and the like return exact Fractions).
+    """
+    fix = (
+        "Convert user input to an exact Fraction first (0.1 becomes exactly 1/10); NaN, "
+        "infinities and negatives are refused there."
+    )
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidParameterTypeError(
+            f"The {name} cost must be a fractions.Fraction, got {value!r} of type "
+            f"{type(value).__name__}. {fix}"
+        )
+    if not isinstance(value, numbers.Rational):
+        raise InvalidParameterError(
+            f"The {name} cost must be exact (a fractions.Fraction), got the "
+            f"{type(value).__name__} {value!r}. {fix}"
+        )
+    exact = Fraction(int(value)) if isinstance(value, numbers.Integral) else Fraction(value)
+    if exact < 0:
+        raise InvalidParameterError(
+            f"The {name} cost must be >= 0, got {exact}: a negative cost would refund "
+            f"privacy budget. {fix}"
+        )
+    if name == "delta" and exact >= 1:
+        raise InvalidParameterError(
+            f"The delta cost must be below 1, got {exact}: a release with delta >= 1 has "
+            f"no privacy guarantee. {fix}"
+        )
+    return exact
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class Budget:
-    """A privacy budget or amount: ``(epsilon, delta)``, exact.
+    """A privacy budget or amount: ``(epsilon, delta)``, ``rho`` (zCDP), or both, exact.
 
     Parameters
     ----------
-    epsilon : Fraction or float
-        The privacy-loss amount, ``math.inf`` when unlimited.
-    delta : Fraction or float
+    epsilon : Fraction or float, optional
+        The privacy-loss amount, ``math.inf`` when unlimited. Given with ``delta``, or
+        not at all (a zCDP amount).
+    delta : Fraction or float, optional
         The failure-probability amount, ``math.inf`` when unlimited.
+    rho : Fraction or float, optional
+        The zero-concentrated DP (zCDP) amount, when the amount has that form.
 
     Notes
     -----
     Finite components are stored as :class:`fractions.Fraction`; a float given here is
     read as the simplest fraction that rounds to it (``0.1`` is exactly 1/10), and
-    ``math.inf`` stays a float. ``repr`` and ``str`` show finite components exactly:
-    ``Budget(epsilon=0.3, delta=0)``, never ``0.30000000000000004``; a fraction whose
-    decimal expansion does not terminate shows as ``1/3 (≈0.333333)``, the exact value
-    first and a 6-significant-digit approximation after it. Ledgers add amounts under
-    basic sequential composition: releases of ``(ε1, δ1)`` and ``(ε2, δ2)`` on the same
-    data together cost ``(ε1 + ε2, δ1 + δ2)``.
+    ``math.inf`` stays a float. ``repr`` and ``str`` show the components present,
+    exactly: ``Budget(epsilon=0.3, delta=0)``, never ``0.30000000000000004``; a fraction
+    whose decimal expansion does not terminate shows as ``1/3 (≈0.333333)``, the exact
+    value first and a 6-significant-digit approximation after it.
+
+    An amount in ``(epsilon, delta)`` form is an ``(epsilon, delta)``-DP guarantee; in
+    ``rho`` form, a ``rho``-zCDP guarantee (Bun and Steinke 2016), which implies
+    ``(epsilon, delta)``-DP for every ``delta > 0`` with the ``epsilon`` of Canonne,
+    Kamath and Steinke 2020 (Corollary 13). A ledger's ``spent`` and ``remaining`` carry
+    both forms once the ledger accounts in zCDP (see :class:`~dpframe.Ledger`).
+
+    References
+    ----------
+    M. Bun, T. Steinke, "Concentrated Differential Privacy: Simplifications, Extensions,
+    and Lower Bounds", TCC 2016 (arXiv:1605.02065). C. Canonne, G. Kamath, T. Steinke,
+    "The Discrete Gaussian for Differential Privacy", NeurIPS 2020 (arXiv:2004.00010).
 
     Examples
     --------
@@ -128,20 +198,40 @@ class Budget:
     Budget(epsilon=0.3, delta=0)
     >>> Budget(epsilon=Fraction(1, 3), delta=Fraction(1, 10**6))
     Budget(epsilon=1/3 (≈0.333333), delta=0.000001)
+    >>> Budget(rho=0.015)
+    Budget(rho=0.015)
     """
 
-    epsilon: Fraction | float
-    delta: Fraction | float
+    epsilon: Fraction | float | None = None
+    delta: Fraction | float | None = None
+    rho: Fraction | float | None = None
 
     def __post_init__(self) -> None:
+        if (self.epsilon is None) != (self.delta is None):
+            raise InvalidParameterTypeError(
+                f"a Budget needs both epsilon and delta, or neither (a zCDP amount, rho=...); "
+                f"got epsilon={self.epsilon!r}, delta={self.delta!r}."
+            )
+        if self.epsilon is None and self.rho is None:
+            raise InvalidParameterError(
+                "a Budget needs epsilon and delta, or rho, or both; got none of them."
+            )
         # frozen: normalize through object.__setattr__ (ints and floats become Fractions).
-        object.__setattr__(self, "epsilon", budget_amount(self.epsilon, "epsilon"))
-        object.__setattr__(self, "delta", budget_amount(self.delta, "delta"))
+        for name in ("epsilon", "delta", "rho"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, budget_amount(value, name))
 
     @property
     def unlimited(self) -> bool:
-        """True when neither component is limited (both are ``math.inf``)."""
-        return self.epsilon == math.inf and self.delta == math.inf
+        """True when no component present is limited (each is ``math.inf``)."""
+        present = [v for v in (self.epsilon, self.delta, self.rho) if v is not None]
+        return all(v == math.inf for v in present)
 
     def __repr__(self) -> str:
-        return f"Budget(epsilon={exact_text(self.epsilon)}, delta={exact_text(self.delta)})"
+        parts = []
+        if self.epsilon is not None and self.delta is not None:
+            parts.append(f"epsilon={exact_text(self.epsilon)}, delta={exact_text(self.delta)}")
+        if self.rho is not None:
+            parts.append(f"rho={exact_text(self.rho)}")
+        return f"Budget({', '.join(parts)})"

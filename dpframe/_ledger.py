@@ -1,10 +1,12 @@
 """The privacy ledger's accounting: a budget, what was spent, and on which releases.
 
-A :class:`Ledger` holds a total privacy budget ``(epsilon, delta)``, what has been spent
-so far and one :class:`~dpframe._release.Release` per release, all in exact rational
-arithmetic. The accessor spends through :meth:`Ledger.transaction`: the whole cost of a
-call is checked on entry, and on exit every part whose noise was drawn is charged, also
-when a later step failed; a call refused before any draw charges nothing.
+A :class:`Ledger` holds a total privacy budget, ``(epsilon, delta)`` or ``rho`` (zCDP),
+what has been spent so far and one :class:`~dpframe._release.Release` per release, each
+costed in its own measure (pure epsilon, approximate (epsilon, delta), or zCDP rho), all
+in exact rational arithmetic. The accessor spends through :meth:`Ledger.transaction`:
+the whole cost of a call is checked on entry, and on exit every part whose noise was
+drawn is charged, also when a later step failed; a call refused before any draw charges
+nothing. How costs of different measures compose is :mod:`dpframe._composition`.
 
 This module is only the accounting. How a ledger follows its data through pandas
 (``frame.attrs``) is :mod:`dpframe._attrs`; how it survives pickle and parquet, and the
@@ -27,8 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 import pandas as pd
 
-from dpframe import _validation
-from dpframe._budget import Budget, exact_text, fraction_text
+from dpframe import _composition, _validation
+from dpframe._budget import Budget, budget_rho, cost_amount, exact_text, fraction_text
+from dpframe._composition import RESTORED, Account, Cost, Total
 from dpframe._release import JSONValue, Release
 from dpframe.errors import (
     BudgetExceededError,
@@ -45,8 +48,10 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "FORMAT_VERSION", "HISTORY_COLUMNS", "Ledger", "LedgerObserver", "Transaction"]
 
 #: The marker and version of the JSON-serializable ledger record (to_dict, attrs, files).
+#: Version 3 added zCDP: rho budgets, and a "rho" cost on zCDP releases. Readers of
+#: version 2 refuse version 3, so they never read zCDP spending as free.
 FORMAT = "dpframe.ledger"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 _ZERO = Fraction(0)
 
@@ -58,8 +63,10 @@ HISTORY_COLUMNS = (
     "by",
     "bounds",
     "mechanism",
+    "measure",
     "epsilon",
     "delta",
+    "rho",
     "noise_scale",
     "noise_error_bound",
     "private",
@@ -97,12 +104,26 @@ class Ledger:
 
     Notes
     -----
-    **Accounting.** Costs add under basic sequential composition (Dwork and Roth 2014,
-    Theorem 3.16): a sequence of releases of costs ``(ε_i, δ_i)`` on the same data is
-    ``(Σ ε_i, Σ δ_i)``-differentially private, neighbouring data sets differing by one
-    added or removed row. A release is allowed only when ``spent + cost <= total`` in
-    both components. Every amount is an exact :class:`~fractions.Fraction`: eleven
-    charges of 1/11 fit exactly in a budget of 1, and ``0.1 + 0.2`` is spent as 3/10.
+    **Measures.** Each release is recorded in its own measure: pure ``epsilon``-DP
+    (geometric, Laplace), approximate ``(epsilon, delta)``-DP (``delta > 0``), or
+    ``rho``-zCDP (discrete Gaussian noise, zero-concentrated DP). A budget is
+    ``(epsilon, delta)`` or ``rho``. Neighbouring data sets differ by one added or
+    removed row (or by one privacy unit's rows, see :attr:`privacy_unit`).
+
+    **Accounting** is a privacy filter, valid when each release's cost is chosen after
+    seeing earlier results. Against an ``(epsilon, delta)`` budget, pure and approximate
+    costs add up (basic composition: Rogers, Roth, Ullman and Vadhan 2016) until the
+    first zCDP release; that release turns what remains, ``(ε_r, δ_r)``, into a zCDP
+    account of ``rho_r``, the largest rho whose conversion (Canonne, Kamath and Steinke
+    2020, Corollary 13, never understating epsilon) fits in ``(ε_r, δ_r)``. From then
+    on zCDP releases add their ``rho``, pure ones ``epsilon²/2`` (Bun and Steinke 2016,
+    Proposition 1.4), and approximate ones are refused. Against a ``rho`` budget the
+    same zCDP account holds from the start. :mod:`dpframe._composition` gives each step
+    with the theorem it rests on, and why dpframe does not pick, after the fact, the
+    cheapest way to count each pure release. Every amount is an exact
+    :class:`~fractions.Fraction` or, for conversions, rounded in the safe direction:
+    eleven charges of 1/11 fit exactly in a budget of 1, and ``0.1 + 0.2`` is spent as
+    3/10.
 
     **Check, then draw, then charge.** :meth:`transaction` checks the whole cost of a
     call before any noise is drawn (a refused call charges nothing and draws nothing)
@@ -112,7 +133,10 @@ class Ledger:
 
     **Budget rules.** The first :meth:`set_budget` may not go below what was already
     spent. Once a budget is set it can be lowered (or set again to the same value) but
-    never raised in either component: raising it would let anyone refund themselves.
+    never raised: raising it would let anyone refund themselves. An ``(epsilon,
+    delta)`` budget may be lowered to a ``rho`` budget whose conversion fits in it,
+    never the other way (it would admit approximate releases, which have no zCDP
+    guarantee).
 
     **What the ledger cannot stop.** Whoever holds the raw data can bypass it:
     ``to_numpy()``, building a new DataFrame from the values, clearing ``df.attrs``,
@@ -124,7 +148,15 @@ class Ledger:
     ----------
     C. Dwork and A. Roth, "The Algorithmic Foundations of Differential Privacy",
     Foundations and Trends in Theoretical Computer Science 9(3-4), 2014, Theorem 3.16.
-    Seed ``004_2d340d4f6924174c.txt`` (section "Privacy Budget": what spends budget).
+    R. Rogers, A. Roth, J. Ullman, S. Vadhan, "Privacy Odometers and Filters:
+    Pay-as-you-Go Composition", NeurIPS 2016 (arXiv:1605.08294v1, Lemma 3.5).
+    V. Feldman, T. Zrnic, "Individual Privacy Accounting via a Rényi Filter", NeurIPS
+    2021 (arXiv:2008.11193). S. Haney et al., "Concurrent Composition for Interactive
+    Differential Privacy with Adaptive Privacy-Loss Parameters", CCS 2023
+    (arXiv:2309.05901). M. Bun, T. Steinke, "Concentrated Differential Privacy", TCC
+    2016 (arXiv:1605.02065). C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian
+    for Differential Privacy", NeurIPS 2020 (arXiv:2004.00010). Seed
+    ``004_2d340d4f6924174c.txt`` (section "Privacy Budget": what spends budget).
 
     Examples
     --------
@@ -138,10 +170,22 @@ class Ledger:
     ...                   private=True)
     >>> ledger.remaining
     Budget(epsilon=0, delta=0)
+
+    A zCDP budget: a Gaussian release adds its rho, a pure one epsilon²/2.
+
+    >>> ledger = Ledger()
+    >>> ledger.set_budget(rho=Fraction(1, 100))
+    >>> ledger.charge(method="count", columns=["age"], mechanism="discrete_gaussian",
+    ...               rho=Fraction(1, 200), noise_scale=10.0, private=True)
+    >>> ledger.charge(method="count", columns=["age"], mechanism="geometric",
+    ...               epsilon=Fraction(1, 10), noise_scale=10.0, private=True)
+    >>> ledger.remaining
+    Budget(rho=0)
     """
 
     __slots__ = (
         "__weakref__",
+        "_account",
         "_attachment",
         "_budget_set",
         "_domains",
@@ -150,10 +194,7 @@ class Ledger:
         "_privacy_unit",
         "_releases",
         "_row_labels",
-        "_spent_delta",
-        "_spent_epsilon",
-        "_total_delta",
-        "_total_epsilon",
+        "_total",
     )
 
     #: Observers of every ledger (registered by dpframe._attrs and dpframe._persistence).
@@ -162,10 +203,8 @@ class Ledger:
     _id: str
     _lock: threading.RLock
     _budget_set: bool
-    _total_epsilon: Fraction | float
-    _total_delta: Fraction | float
-    _spent_epsilon: Fraction
-    _spent_delta: Fraction
+    _total: Total
+    _account: Account
     _releases: list[Release]
     _attachment: object  # the attrs handle, owned by dpframe._attrs
     _domains: dict[Hashable, pd.Index]
@@ -179,7 +218,7 @@ class Ledger:
     def _rebuilt(
         cls,
         ledger_id: str,
-        total: tuple[Fraction | float, Fraction | float],
+        total: Total,
         releases: Sequence[Release],
         *,
         budget_set: bool,
@@ -187,18 +226,20 @@ class Ledger:
         row_labels: tuple[Hashable, ...] | None,
         privacy_unit: tuple[Hashable, ...] | None = None,
     ) -> Ledger:
-        """A ledger rebuilt from a saved record (for :mod:`dpframe._persistence`)."""
+        """A ledger rebuilt from a saved record (for :mod:`dpframe._persistence`).
+
+        The history is replayed under the total; a history that does not fit (copies
+        that together overspent) leaves the ledger exhausted, never refunded.
+        """
         ledger = cls.__new__(cls)
         ledger._setup(ledger_id, announce=False)
-        ledger._total_epsilon, ledger._total_delta = total
+        ledger._total = total
         ledger._budget_set = budget_set
         ledger._domains = dict(domains)
         ledger._row_labels = row_labels
         ledger._privacy_unit = privacy_unit
-        for release in releases:
-            ledger._releases.append(release)
-            ledger._spent_epsilon += release.epsilon
-            ledger._spent_delta += release.delta
+        ledger._releases = list(releases)
+        ledger._account = _composition.replay(total, map(_cost_of, releases), force=True)
         ledger._announce()
         return ledger
 
@@ -206,10 +247,8 @@ class Ledger:
         self._id = ledger_id
         self._lock = threading.RLock()
         self._budget_set = False
-        self._total_epsilon = math.inf
-        self._total_delta = math.inf
-        self._spent_epsilon = _ZERO
-        self._spent_delta = _ZERO
+        self._total = _composition.UNLIMITED
+        self._account = _composition.fresh_account(self._total)
         self._releases = []
         self._attachment = None
         self._domains = {}
@@ -267,24 +306,62 @@ class Ledger:
 
     @property
     def total(self) -> Budget:
-        """The total budget; ``Budget(epsilon=inf, delta=inf)`` while none is set."""
+        """The total budget: ``Budget(epsilon, delta)``, or ``Budget(rho=...)`` for zCDP.
+
+        ``Budget(epsilon=inf, delta=inf)`` while none is set, and when unlimited.
+        """
         with self._lock:
-            return Budget(self._total_epsilon, self._total_delta)
+            return self._total.budget()
 
     @property
     def spent(self) -> Budget:
-        """The exact sum of the costs of every recorded release."""
+        """What the releases spent of the budget, in the forms the accounting has.
+
+        Against an ``(epsilon, delta)`` budget and before any zCDP release: the exact
+        sums ``(Σ epsilon, Σ delta)``. After the first zCDP release: the ``rho`` charged
+        to the zCDP account since then (zCDP releases, and ``epsilon²/2`` for pure ones),
+        and the ``(epsilon, delta)`` form of everything: the sums from before, plus the
+        conversion of that ``rho`` at the ``delta`` the account reserved (all the delta
+        that remained), epsilon rounded up. Against a ``rho`` budget: ``Budget(rho=...)``.
+        With no budget or an unlimited one: the exact sums of each measure
+        (``rho`` shown once a zCDP release was made).
+        """
         with self._lock:
-            return Budget(self._spent_epsilon, self._spent_delta)
+            return self._account.spent()
 
     @property
     def remaining(self) -> Budget:
-        """``total - spent`` in each component (never below 0; ``inf`` when unlimited)."""
+        """What the budget still allows, in the forms the accounting has (never below 0).
+
+        Against an ``(epsilon, delta)`` budget before any zCDP release: ``total - spent``
+        in each component (:attr:`remaining_rho` tells how much of it a zCDP release
+        could use). After the first zCDP release: the ``rho`` left in the zCDP account,
+        which is what limits every further release, and the epsilon still unused at the
+        budget's delta (``total.epsilon - spent.epsilon``; delta 0, all of it being
+        reserved). Against a ``rho`` budget: ``Budget(rho=...)``. ``inf`` when unlimited.
+        """
         with self._lock:
-            return Budget(
-                _remaining(self._total_epsilon, self._spent_epsilon),
-                _remaining(self._total_delta, self._spent_delta),
-            )
+            return self._account.remaining()
+
+    @property
+    def remaining_rho(self) -> Fraction | float:
+        """The largest zCDP cost (rho) the next release may have; ``inf`` when unlimited.
+
+        Before any zCDP release against an ``(epsilon, delta)`` budget, the largest rho
+        whose conversion fits in what remains (0 when no delta remains: zCDP never
+        implies pure DP); after it, or against a ``rho`` budget, the rho left in the
+        zCDP account. Rounded down.
+        """
+        with self._lock:
+            account = self._account
+            if self._total.epsilon_unlimited:
+                return math.inf
+            if account.in_zcdp:
+                return account.remaining().rho or _ZERO
+            left = account.remaining()
+            if left.epsilon is None or left.delta is None or account.overspent:
+                return _ZERO
+            return _composition.rho_available(left.epsilon, left.delta)
 
     @property
     def history(self) -> pd.DataFrame:
@@ -292,10 +369,12 @@ class Ledger:
 
         Columns: ``time`` (UTC timestamp); ``method``, ``columns``, ``where``, ``by``,
         ``bounds``, ``mechanism`` (str; ``where`` and ``bounds`` empty when not used);
-        ``epsilon``, ``delta`` (float64; the exact costs are kept internally and in
-        :meth:`to_dict`); ``noise_scale`` and ``noise_error_bound`` (float64, NaN when
-        the release has none; for a table, the largest bar of its cells and margins);
-        ``private`` (bool: False for releases drawn from a caller's ``rng``).
+        ``measure`` (str: ``"pure"``, ``"approx"`` or ``"zCDP"``); ``epsilon``,
+        ``delta`` (float64; 0 for a zCDP release) and ``rho`` (float64, NaN unless zCDP):
+        the cost in the release's measure, exact internally and in :meth:`to_dict`;
+        ``noise_scale`` and ``noise_error_bound`` (float64, NaN when the release has
+        none; for a table, the largest bar of its cells and margins); ``private`` (bool:
+        False for releases drawn from a caller's ``rng``).
         """
         with self._lock:
             releases = list(self._releases)
@@ -307,10 +386,12 @@ class Ledger:
         Returns
         -------
         dict
-            ``{"format": "dpframe.ledger", "version": 2, "id": ..., "budget_set": ...,
-            "total": {"epsilon": ..., "delta": ...}, "spent": {...}, "history": [...]}``.
-            Amounts are exact fraction strings (``"1/11"``, ``"0"``, ``"inf"``), times
-            ISO 8601 strings in UTC.
+            ``{"format": "dpframe.ledger", "version": 3, "id": ..., "budget_set": ...,
+            "total": {"epsilon": ..., "delta": ...} or {"rho": ...}, "spent": {...},
+            "history": [...]}``. Amounts are exact fraction strings (``"1/11"``,
+            ``"0"``, ``"inf"``), times ISO 8601 strings in UTC. ``spent`` holds the
+            exact sums of the costs by measure (``"rho"`` only once a zCDP release was
+            made); the accounting is replayed from the history when the record is read.
         """
         with self._lock:
             return {
@@ -338,75 +419,111 @@ class Ledger:
         ]
 
     def _total_record(self) -> dict[str, JSONValue]:
-        """The total as exact strings (``"1/2"``, ``"inf"``)."""
-        return {
-            "epsilon": fraction_text(self._total_epsilon),
-            "delta": fraction_text(self._total_delta),
-        }
+        """The total as exact strings (``"1/2"``, ``"inf"``), or ``{"rho": ...}``."""
+        return total_record(self._total)
 
     def _spent_record(self) -> dict[str, JSONValue]:
-        """What was spent, as exact strings."""
-        return {
-            "epsilon": fraction_text(self._spent_epsilon),
-            "delta": fraction_text(self._spent_delta),
+        """The exact sums of the costs by measure, as strings."""
+        account = self._account
+        record: dict[str, JSONValue] = {
+            "epsilon": fraction_text(account.raw_epsilon),
+            "delta": fraction_text(account.raw_delta),
         }
+        if account.raw_rho:
+            record["rho"] = fraction_text(account.raw_rho)
+        return record
+
+    def _state(self) -> tuple[Total, tuple[Fraction, Fraction, Fraction], bool]:
+        """Total, exact sums by measure (epsilon, delta, rho), and whether a budget is set."""
+        with self._lock:
+            account = self._account
+            raw = (account.raw_epsilon, account.raw_delta, account.raw_rho)
+            return self._total, raw, self._budget_set
 
     # ---------------------------------------------------------------- budget
 
-    def set_budget(self, epsilon: PrivacyAmount, delta: PrivacyAmount | None = None) -> None:
+    def set_budget(
+        self,
+        epsilon: PrivacyAmount | None = None,
+        delta: PrivacyAmount | None = None,
+        *,
+        rho: PrivacyAmount | None = None,
+    ) -> None:
         """Set the total privacy budget (first time), or lower it.
+
+        Pass ``epsilon`` (and ``delta``) for an ``(epsilon, delta)``-DP budget, or
+        ``rho`` for a zero-concentrated DP (zCDP) budget; exactly one of the two forms.
 
         Parameters
         ----------
-        epsilon : float or Fraction
+        epsilon : float or Fraction, optional
             Total privacy-loss budget: a number > 0, or ``math.inf`` for an explicitly
             unlimited budget (for teaching and exploration; shown as unlimited).
         delta : float or Fraction, optional
             Total failure-probability budget, in ``[0, 1)``; default 0, or ``math.inf``
             (unlimited) when ``epsilon`` is ``math.inf``. Both components are set:
             ``set_budget(0.5)`` on a ledger with ``delta=1e-6`` sets ``delta`` to 0.
+            Gaussian (zCDP) releases need ``delta > 0``.
+        rho : float or Fraction, optional
+            Total zCDP budget, a number > 0 (``math.inf``: unlimited, as
+            ``epsilon=math.inf``). Every release is then charged in zCDP: Gaussian
+            releases their ``rho``, pure ones ``epsilon²/2``; approximate releases
+            (``delta > 0``) are refused. ``rho``-zCDP implies ``(epsilon, delta)``-DP
+            for every ``delta > 0`` (Canonne, Kamath, Steinke 2020, Corollary 13).
 
         Raises
         ------
         InvalidParameterError, InvalidParameterTypeError
-            For an epsilon that is not a number > 0 (or ``math.inf``), a delta outside
-            ``[0, 1)``, or when a budget is already set and either component would be
-            raised.
+            For both forms or neither, an epsilon or rho that is not a number > 0 (or
+            ``math.inf``), a delta outside ``[0, 1)``, or when a budget is already set
+            and the new one would raise it.
         BudgetExceededError
-            When the new total is below what has already been spent.
+            When the releases already recorded do not fit in the new total.
+
+        See Also
+        --------
+        remaining_rho : The zCDP cost that still fits.
 
         Notes
         -----
-        The first call may set any total at least equal to what was spent meanwhile.
-        Later calls may keep or lower each component, never raise it, and never go below
-        the spent amount. Raising is refused because it would refund spent privacy: if
-        the data owner grants a new budget, build a new frame from the source data.
-        Nothing changes when a call is refused.
+        The first call may set any total that the releases made meanwhile fit in. Later
+        calls may keep or lower the budget, never raise it: each component of an
+        ``(epsilon, delta)`` budget, the ``rho`` of a zCDP budget. An ``(epsilon,
+        delta)`` budget may also become a ``rho`` budget whose conversion fits in it
+        (that lowers it), never the other way. Raising is refused because it would refund
+        spent privacy: if the data owner grants a new budget, build a new frame from the
+        source data. Nothing changes when a call is refused.
+
+        Examples
+        --------
+        >>> from dpframe import Ledger
+        >>> ledger = Ledger()
+        >>> ledger.set_budget(rho=0.015)  # Wikipedia's pageviews budget
+        >>> ledger.total
+        Budget(rho=0.015)
         """
-        new_epsilon, new_delta = _validation.budget(epsilon, delta)
+        new_total = _parse_total(epsilon, delta, rho)
         with self._lock:
-            if self._budget_set and (
-                new_epsilon > self._total_epsilon or new_delta > self._total_delta
-            ):
+            old = self._total
+            if self._budget_set and not _composition.within(new_total, old):
                 raise InvalidParameterError(
-                    f"set_budget(epsilon={exact_text(new_epsilon)}, "
-                    f"delta={exact_text(new_delta)}) would raise the budget already set, "
-                    f"{self.total}; a budget can be lowered but never raised, since "
-                    f"raising it would refund privacy already spent. Pass "
-                    f"epsilon <= {exact_text(self._total_epsilon)} and "
-                    f"delta <= {exact_text(self._total_delta)}; if the data owner grants "
-                    f"a new budget, build a new frame from the source data."
+                    f"set_budget({_total_call(new_total)}) would raise the budget already "
+                    f"set, {old.budget()}; a budget can be lowered but never raised, since "
+                    f"raising it would refund privacy already spent. {_lower_fix(old)} If "
+                    f"the data owner grants a new budget, build a new frame from the source "
+                    f"data."
                 )
-            if new_epsilon < self._spent_epsilon or new_delta < self._spent_delta:
+            try:
+                account = _composition.replay(new_total, map(_cost_of, self._releases))
+            except _composition.RefusedCostError as refused:
                 raise BudgetExceededError(
-                    f"set_budget(epsilon={exact_text(new_epsilon)}, "
-                    f"delta={exact_text(new_delta)}) is below what this data has already "
-                    f"spent, {self.spent}, over {len(self._releases)} release(s). Pass "
-                    f"epsilon >= {exact_text(self._spent_epsilon)} and "
-                    f"delta >= {exact_text(self._spent_delta)}."
-                )
-            self._total_epsilon = new_epsilon
-            self._total_delta = new_delta
+                    f"set_budget({_total_call(new_total)}) is below what this data has "
+                    f"already spent, {self._account.spent()}, over {len(self._releases)} "
+                    f"release(s): against it, release {refused.position} would not fit "
+                    f"({refused.reason}). {_below_fix(self._account)}"
+                ) from None
+            self._total = new_total
+            self._account = account
             self._budget_set = True
             self._changed(())
 
@@ -466,59 +583,64 @@ class Ledger:
 
     # ---------------------------------------------------------------- spending
 
-    def check(self, epsilon: Fraction, delta: Fraction = _ZERO) -> None:
+    # ---------------------------------------------------------------- spending
+
+    def check(
+        self, epsilon: Fraction = _ZERO, delta: Fraction = _ZERO, *, rho: Fraction = _ZERO
+    ) -> None:
         """Refuse a release that does not fit in what remains. Never changes state.
 
         Parameters
         ----------
-        epsilon : Fraction
-            The release's epsilon cost, an exact rational >= 0 (ints are accepted).
+        epsilon : Fraction, default 0
+            The epsilon cost of the pure and approximate parts, an exact rational >= 0
+            (ints are accepted).
         delta : Fraction, default 0
-            The release's delta cost, an exact rational in ``[0, 1)``.
+            Their delta cost, an exact rational in ``[0, 1)``.
+        rho : Fraction, default 0
+            The zCDP cost of the zCDP parts (discrete Gaussian noise), exact, >= 0.
 
         Raises
         ------
         BudgetExceededError
-            When ``spent + cost`` exceeds ``total`` in either component. The message
+            When the cost does not fit under the ledger's composition rule. The message
             states what was asked, what remains and how to fix it.
         InvalidParameterError
             For a negative cost, a delta cost >= 1, or a float cost (NaN and
             infinities included): costs must be exact.
         InvalidParameterTypeError
             For a cost that is not a number at all (str, None, bool).
+
+        Notes
+        -----
+        The pure and approximate parts are checked first, as one release, then the zCDP
+        parts, as one release: the order in which :meth:`charge_many` charges the parts
+        of a call. Checking the pure parts as one release is never cheaper than charging
+        them one by one (in zCDP, ``(Σ ε)²/2 >= Σ ε²/2``).
         """
-        cost_epsilon = _validation.cost(epsilon, "epsilon")
-        cost_delta = _validation.cost(delta, "delta")
+        costs = _call_costs(epsilon, delta, rho)
         with self._lock:
-            self._check_locked(cost_epsilon, cost_delta)
+            self._fold(costs)
 
-    def _check_locked(self, epsilon: Fraction, delta: Fraction) -> None:
-        over_epsilon = self._spent_epsilon + epsilon > self._total_epsilon
-        over_delta = self._spent_delta + delta > self._total_delta
-        if not (over_epsilon or over_delta):
-            return
-        remaining = self.remaining
-        asked = f"epsilon={exact_text(epsilon)}, delta={exact_text(delta)}"
-        fixes = []
-        if over_epsilon:
-            fixes.append(f"epsilon <= {exact_text(remaining.epsilon)}")
-        if over_delta:
-            fixes.append(f"delta <= {exact_text(remaining.delta)}")
-        raise BudgetExceededError(
-            f"This release needs {asked}, but only epsilon={exact_text(remaining.epsilon)}, "
-            f"delta={exact_text(remaining.delta)} remains of the total budget "
-            f"{self.total} ({len(self._releases)} release(s) so far). Nothing was charged. "
-            f"Ask for {' and '.join(fixes)}, or release fewer statistics; a budget, once "
-            f"set, cannot be raised."
-        )
+    def _fold(self, costs: Sequence[Cost]) -> Account:
+        """The account after ``costs`` (lock held), or :class:`BudgetExceededError`."""
+        account = self._account
+        for cost in costs:
+            account = _composition.spend(account, cost)
+        return account
 
-    def transaction(self, epsilon: Fraction, delta: Fraction = _ZERO) -> Transaction:
-        """Spend on one call: check ``(epsilon, delta)`` now, charge the drawn parts on exit.
+    def transaction(
+        self, epsilon: Fraction = _ZERO, delta: Fraction = _ZERO, *, rho: Fraction = _ZERO
+    ) -> Transaction:
+        """Spend on one call: check the whole cost now, charge the drawn parts on exit.
 
         Parameters
         ----------
-        epsilon, delta : Fraction
-            The whole cost of the call, every part included.
+        epsilon, delta : Fraction, default 0
+            The whole cost of the call's pure and approximate parts.
+        rho : Fraction, default 0
+            The whole zCDP cost of the call's zCDP parts (``transaction(rho=...)`` for a
+            call that only adds discrete Gaussian noise).
 
         Returns
         -------
@@ -532,6 +654,10 @@ class Ledger:
             When no budget was ever set on this ledger.
         BudgetExceededError
             When the cost does not fit (nothing is drawn or charged).
+
+        See Also
+        --------
+        check : The check made on entry.
         """
         if not self._budget_set:
             raise BudgetNotSetError(
@@ -541,7 +667,7 @@ class Ledger:
                 "class). If you did set a budget on the frame this one came from, the "
                 f"ledger was lost on the way: {_LEDGER_LOST}."
             )
-        return Transaction(self, epsilon, delta)
+        return Transaction(self, epsilon, delta, rho)
 
     def charge(
         self,
@@ -549,8 +675,9 @@ class Ledger:
         method: str,
         columns: Sequence[str] | str,
         mechanism: str,
-        epsilon: Fraction,
-        delta: Fraction,
+        epsilon: Fraction = _ZERO,
+        delta: Fraction = _ZERO,
+        rho: Fraction | None = None,
         noise_scale: float | None,
         private: bool,
     ) -> None:
@@ -565,8 +692,10 @@ class Ledger:
             string counts as one column).
         mechanism : str
             The noise mechanism, e.g. ``"geometric"``.
-        epsilon, delta : Fraction
-            The exact cost (see :meth:`check`).
+        epsilon, delta : Fraction, default 0
+            The exact cost of a pure or approximate release (see :meth:`check`).
+        rho : Fraction, optional
+            The exact cost of a zCDP release, whose epsilon and delta are then 0.
         noise_scale : float or None
             The scale of the noise (for display), a finite number >= 0, or None.
         private : bool
@@ -577,14 +706,16 @@ class Ledger:
         BudgetExceededError
             When the cost no longer fits (nothing is recorded; discard the release).
         InvalidParameterError, InvalidParameterTypeError
-            For a bad cost (see :meth:`check`) or metadata of the wrong type.
+            For a bad cost (see :meth:`check`), a zCDP release with an epsilon or delta
+            cost, or metadata of the wrong type.
         """
         release = Release(
             method=_validation.text(method, "method"),
             columns=_validation.label_texts(columns, "columns"),
             mechanism=_validation.text(mechanism, "mechanism"),
-            epsilon=_validation.cost(epsilon, "epsilon"),
-            delta=_validation.cost(delta, "delta"),
+            epsilon=cost_amount(epsilon, "epsilon"),
+            delta=cost_amount(delta, "delta"),
+            rho=None if rho is None else cost_amount(rho, "rho"),
             sensitivity=None,
             noise_scale=_validation.noise_scale(noise_scale),
             private=_validation.flag(private, "private"),
@@ -606,28 +737,27 @@ class Ledger:
 
         Notes
         -----
-        The summed cost is re-checked under the ledger's lock, so a concurrent release
-        cannot leave some parts charged and others refused.
+        The cost is re-checked under the ledger's lock, so a concurrent release cannot
+        leave some parts charged and others refused. Pure and approximate parts are
+        charged (and recorded in the history) before zCDP parts, the order
+        :meth:`check` assumes; the order of the draws within one call does not matter,
+        since the whole call was checked, and its budget fixed, before any of them.
         """
         for release in releases:
             if not isinstance(release, Release):
                 raise DPFrameError(f"internal error: charge_many got {release!r}")
-            _validation.cost(release.epsilon, "epsilon")
-            _validation.cost(release.delta, "delta")
-        total_epsilon = sum((r.epsilon for r in releases), _ZERO)
-        total_delta = sum((r.delta for r in releases), _ZERO)
+            _cost_of(release)  # validates
+        ordered = sorted(releases, key=lambda r: r.rho is not None)  # stable
         with self._lock:
-            self._check_locked(total_epsilon, total_delta)
-            for release in releases:
-                self._releases.append(release)
-                self._spent_epsilon += release.epsilon
-                self._spent_delta += release.delta
-            self._changed(releases)
+            account = self._fold([_cost_of(r) for r in ordered])
+            self._releases.extend(ordered)
+            self._account = account
+            self._changed(ordered)
 
     def _absorb(
         self,
-        total: tuple[Fraction | float, Fraction | float],
-        spent: tuple[Fraction, Fraction],
+        total: Total,
+        spent: tuple[Fraction, Fraction, Fraction],
         why: str,
         *,
         budget_set: bool,
@@ -635,34 +765,33 @@ class Ledger:
     ) -> None:
         """Merge another copy's state conservatively: lowest total, highest spent.
 
-        A spent amount above ours is recorded as one release row holding the difference
-        (method ``"(restored)"``), so that ``spent`` stays the exact sum of the history.
+        ``spent`` is that copy's exact sums by measure (epsilon, delta, rho). A sum above
+        ours is recorded as a history row holding the difference (method
+        ``"(restored)"``: one for epsilon and delta, one for rho), charged at its worst
+        whatever the budget: restoring never refunds; if the copies together overspent,
+        the ledger is exhausted.
         """
         with self._lock:
-            missing_epsilon = max(_ZERO, spent[0] - self._spent_epsilon)
-            missing_delta = max(_ZERO, spent[1] - self._spent_delta)
-            lower_total = total[0] < self._total_epsilon or total[1] < self._total_delta
+            account = self._account
+            missing_epsilon = max(_ZERO, spent[0] - account.raw_epsilon)
+            missing_delta = max(_ZERO, spent[1] - account.raw_delta)
+            missing_rho = max(_ZERO, spent[2] - account.raw_rho)
             added: list[Release] = []
             if missing_epsilon or missing_delta:
-                added.append(
-                    Release(
-                        method="(restored)",
-                        columns=(),
-                        mechanism=why,
-                        epsilon=missing_epsilon,
-                        delta=missing_delta,
-                        sensitivity=None,
-                        noise_scale=None,
-                        private=True,
-                        alpha=None,
-                    )
-                )
-                self._releases.extend(added)
-                self._spent_epsilon += missing_epsilon
-                self._spent_delta += missing_delta
+                added.append(_restored(why, epsilon=missing_epsilon, delta=missing_delta))
+            if missing_rho:
+                added.append(_restored(why, rho=missing_rho))
+            lowered = _composition.lower_total(self._total, total)
+            lower_total = lowered != self._total
+            self._releases.extend(added)
             if lower_total:
-                self._total_epsilon = min(self._total_epsilon, total[0])
-                self._total_delta = min(self._total_delta, total[1])
+                self._total = lowered
+                self._account = _composition.replay(
+                    lowered, map(_cost_of, self._releases), force=True
+                )
+            else:
+                for release in added:
+                    self._account = _composition.spend(self._account, _cost_of(release), force=True)
             set_now = budget_set and not self._budget_set
             self._budget_set = self._budget_set or budget_set
             new_domains = {
@@ -696,58 +825,102 @@ class Ledger:
     def _total_text(self) -> str:
         if not self._budget_set:
             return "not set"
-        total = self.total
-        if total.unlimited:
+        if self._total.unlimited:
             return "unlimited"
-        return repr(total)
+        return repr(self._total.budget())
 
     def __repr__(self) -> str:
         with self._lock:
             return (
-                f"Ledger(total={self._total_text()}, spent={self.spent}, "
-                f"remaining={self.remaining if self._budget_set else 'not set'}, "
+                f"Ledger(total={self._total_text()}, spent={self._account.spent()}, "
+                f"remaining={self._account.remaining() if self._budget_set else 'not set'}, "
                 f"releases={len(self._releases)})"
             )
+
+    def _accounting_note(self) -> str:
+        """How the ledger accounts, in one sentence (for the HTML summary)."""
+        account = self._account
+        if account.overspent:
+            return (
+                "Copies of this ledger together spent more than its budget (see the "
+                f"{RESTORED!r} rows): nothing more can be released."
+            )
+        if self._total.is_rho:
+            return "Accounted in zCDP: Gaussian releases add their rho, pure ones epsilon²/2."
+        if account.converted is not None:
+            epsilon_left, delta_left = account.converted
+            first = next((i for i, r in enumerate(self._releases, 1) if r.rho), len(self._releases))
+            return (
+                f"Release {first} was the first zCDP release: what remained then, "
+                f"epsilon={exact_text(epsilon_left)}, delta={exact_text(delta_left)}, became a "
+                f"zCDP account of rho={exact_text(account.rho_cap or _ZERO)}; since then "
+                "Gaussian releases add their rho, pure ones epsilon²/2, and approximate "
+                "ones are refused."
+            )
+        return ""
 
     def _repr_html_(self) -> str:
         """An HTML summary for notebooks: total, spent and remaining, then the history."""
         with self._lock:
             status = self._total_text()
-            rows = [("total", self.total), ("spent", self.spent), ("remaining", self.remaining)]
+            rows = [
+                ("total", self._total.budget()),
+                ("spent", self._account.spent()),
+                ("remaining", self._account.remaining()),
+            ]
+            note = self._accounting_note()
             releases = list(self._releases)
-        note = "" if status.startswith("Budget") else f"<p>budget: <b>{html.escape(status)}</b></p>"
+        status_note = (
+            "" if status.startswith("Budget") else f"<p>budget: <b>{html.escape(status)}</b></p>"
+        )
+        with_rho = any(amount.rho is not None for _, amount in rows)
+
+        def cell(value: Fraction | float | None) -> str:
+            return f"<td>{'' if value is None else html.escape(exact_text(value))}</td>"
+
         cells = "".join(
-            f"<tr><th>{name}</th><td>{html.escape(exact_text(amount.epsilon))}</td>"
-            f"<td>{html.escape(exact_text(amount.delta))}</td></tr>"
+            f"<tr><th>{name}</th>{cell(amount.epsilon)}{cell(amount.delta)}"
+            f"{cell(amount.rho) if with_rho else ''}</tr>"
             for name, amount in rows
         )
+        rho_header = "<th>rho (zCDP)</th>" if with_rho else ""
         summary = (
-            "<table><thead><tr><th>privacy budget</th><th>epsilon</th><th>delta</th></tr>"
-            f"</thead><tbody>{cells}</tbody></table>"
+            "<table><thead><tr><th>privacy budget</th><th>epsilon</th><th>delta</th>"
+            f"{rho_header}</tr></thead><tbody>{cells}</tbody></table>"
         )
+        if note:
+            summary += f"<p>{html.escape(note)}</p>"
         if releases:
             shown = _history_frame(releases)
-            shown["epsilon"] = [exact_text(r.epsilon) for r in releases]
-            shown["delta"] = [exact_text(r.delta) for r in releases]
+            # each cost in its own measure: a zCDP release shows its rho only
+            shown["epsilon"] = [
+                "" if r.rho is not None else exact_text(r.epsilon) for r in releases
+            ]
+            shown["delta"] = ["" if r.rho is not None else exact_text(r.delta) for r in releases]
+            shown["rho"] = ["" if r.rho is None else exact_text(r.rho) for r in releases]
             history = f"<p>{len(releases)} release(s):</p>" + shown.to_html(index=False)
         else:
             history = "<p>No releases yet.</p>"
-        return f'<div class="dpframe-ledger">{note}{summary}{history}</div>'
+        return f'<div class="dpframe-ledger">{status_note}{summary}{history}</div>'
 
 
 class Transaction:
     """One call's spending: the whole cost checked on entry, drawn parts charged on exit.
 
-    Use it as ``with ledger.transaction(epsilon) as spending:`` and call
-    :meth:`drawn` right after each part's noise is drawn. On exit, normal or by an
-    exception, every drawn part is charged at once (drawn noise is never free); when
-    nothing was drawn, nothing is charged.
+    Use it as ``with ledger.transaction(epsilon) as spending:`` (or
+    ``ledger.transaction(rho=...)`` for zCDP parts) and call :meth:`drawn` right after
+    each part's noise is drawn. On exit, normal or by an exception, every drawn part is
+    charged at once (drawn noise is never free); when nothing was drawn, nothing is
+    charged.
     """
 
-    def __init__(self, ledger: Ledger, epsilon: Fraction, delta: Fraction) -> None:
+    def __init__(
+        self, ledger: Ledger, epsilon: Fraction, delta: Fraction, rho: Fraction = _ZERO
+    ) -> None:
         self._ledger = ledger
-        self._epsilon = _validation.cost(epsilon, "epsilon")
-        self._delta = _validation.cost(delta, "delta")
+        self._epsilon = cost_amount(epsilon, "epsilon")
+        self._delta = cost_amount(delta, "delta")
+        self._rho = cost_amount(rho, "rho")
         self._parts: list[Release] = []
 
     @property
@@ -756,18 +929,20 @@ class Transaction:
         return tuple(self._parts)
 
     def __enter__(self) -> Transaction:
-        self._ledger.check(self._epsilon, self._delta)
+        self._ledger.check(self._epsilon, self._delta, rho=self._rho)
         return self
 
     def drawn(self, *releases: Release) -> None:
         """Record that these releases' noise was drawn: charged on exit, whatever happens."""
         parts = [*self._parts, *releases]
-        spent_epsilon = sum((p.epsilon for p in parts), Fraction(0))
-        spent_delta = sum((p.delta for p in parts), Fraction(0))
-        if spent_epsilon > self._epsilon or spent_delta > self._delta:
+        epsilon = sum((p.epsilon for p in parts), _ZERO)
+        delta = sum((p.delta for p in parts), _ZERO)
+        rho = sum((p.rho for p in parts if p.rho is not None), _ZERO)
+        if epsilon > self._epsilon or delta > self._delta or rho > self._rho:
             raise DPFrameError(
-                "internal error: a release drew more than the cost checked for its call; "
-                "please report"
+                "internal error: a release drew more than the cost checked for its call "
+                f"(checked epsilon={self._epsilon}, delta={self._delta}, rho={self._rho}; "
+                f"drawn epsilon={epsilon}, delta={delta}, rho={rho}); please report"
             )
         self._parts = parts
 
@@ -779,6 +954,112 @@ class Transaction:
     ) -> None:
         if self._parts:
             self._ledger.charge_many(self._parts)
+
+
+def _cost_of(release: Release) -> Cost:
+    """A release's cost for the composition rule (validated: exact, in one measure)."""
+    epsilon = cost_amount(release.epsilon, "epsilon")
+    delta = cost_amount(release.delta, "delta")
+    if release.rho is None:
+        return Cost(epsilon, delta, restored=release.method == RESTORED)
+    rho = cost_amount(release.rho, "rho")
+    if epsilon or delta:
+        raise InvalidParameterError(
+            f"a zCDP release (rho={rho}) must cost epsilon=0 and delta=0, got "
+            f"epsilon={epsilon}, delta={delta}: a release is measured in one measure. "
+            f"Record the pure or approximate part of a call as a release of its own."
+        )
+    return Cost(rho=rho, restored=release.method == RESTORED)
+
+
+def _call_costs(epsilon: Fraction, delta: Fraction, rho: Fraction) -> list[Cost]:
+    """The whole cost of one call, as the composition rule charges it (see Ledger.check)."""
+    cost_epsilon = cost_amount(epsilon, "epsilon")
+    cost_delta = cost_amount(delta, "delta")
+    cost_rho = cost_amount(rho, "rho")
+    costs = []
+    if cost_epsilon or cost_delta or not cost_rho:
+        costs.append(Cost(cost_epsilon, cost_delta))
+    if cost_rho:
+        costs.append(Cost(rho=cost_rho))
+    return costs
+
+
+def _restored(
+    why: str, *, epsilon: Fraction = _ZERO, delta: Fraction = _ZERO, rho: Fraction | None = None
+) -> Release:
+    return Release(
+        method=RESTORED,
+        columns=(),
+        mechanism=why,
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        sensitivity=None,
+        noise_scale=None,
+        private=True,
+        alpha=None,
+    )
+
+
+def _parse_total(epsilon: object, delta: object, rho: object) -> Total:
+    """The total of ``set_budget``: exactly one form, validated."""
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise InvalidParameterError(
+                f"set_budget got both forms of a budget, epsilon={epsilon!r}, "
+                f"delta={delta!r} and rho={rho!r}; pass exactly one: "
+                f"set_budget(epsilon=..., delta=...) for (epsilon, delta)-DP, or "
+                f"set_budget(rho=...) for zCDP."
+            )
+        total_rho = budget_rho(rho)
+        if not isinstance(total_rho, Fraction):
+            return _composition.UNLIMITED
+        return Total(rho=total_rho)
+    if epsilon is None:
+        raise InvalidParameterTypeError(
+            "set_budget needs a number for epsilon (or rho): pass "
+            "set_budget(epsilon=..., delta=...) for (epsilon, delta)-DP, set_budget(rho=...) "
+            "for zCDP, or set_budget(epsilon=math.inf) to explore without a limit."
+        )
+    total_epsilon, total_delta = _validation.budget(epsilon, delta)
+    return Total(total_epsilon, total_delta)
+
+
+def _total_call(total: Total) -> str:
+    if total.rho is not None:
+        return f"rho={exact_text(total.rho)}"
+    return f"epsilon={exact_text(total.epsilon)}, delta={exact_text(total.delta)}"
+
+
+def _lower_fix(old: Total) -> str:
+    if old.rho is not None:
+        return f"Pass rho <= {exact_text(old.rho)}."
+    fix = f"Pass epsilon <= {exact_text(old.epsilon)} and delta <= {exact_text(old.delta)}"
+    if isinstance(old.epsilon, Fraction) and isinstance(old.delta, Fraction) and old.delta > 0:
+        rho = _composition.rho_available(old.epsilon, old.delta)
+        fix += f", or rho <= {exact_text(rho)}"
+    return fix + "."
+
+
+def _below_fix(account: Account) -> str:
+    fix = (
+        f"its pure and approximate releases alone need epsilon >= "
+        f"{exact_text(account.raw_epsilon)} and delta >= {exact_text(account.raw_delta)}"
+    )
+    if account.raw_rho:
+        fix += (
+            f", and its zCDP releases rho={exact_text(account.raw_rho)} more, which needs "
+            f"delta > 0 (or a rho budget)"
+        )
+    return f"Pass a total that holds them: {fix}."
+
+
+def total_record(total: Total) -> dict[str, JSONValue]:
+    """A total as exact strings: ``{"epsilon": "1/2", "delta": "0"}`` or ``{"rho": ...}``."""
+    if total.rho is not None:
+        return {"rho": fraction_text(total.rho)}
+    return {"epsilon": fraction_text(total.epsilon), "delta": fraction_text(total.delta)}
 
 
 def encode_key(key: object) -> JSONValue:
@@ -801,12 +1082,6 @@ def encode_key(key: object) -> JSONValue:
         f"a key of type {type(key).__name__} ({key!r}) cannot be declared for the data set "
         f"(it must survive a parquet file); declare it for one call with domain= instead."
     )
-
-
-def _remaining(total: Fraction | float, spent: Fraction) -> Fraction | float:
-    if not isinstance(total, Fraction):
-        return math.inf
-    return max(_ZERO, total - spent)
 
 
 def _largest(bound: object) -> float:
@@ -839,8 +1114,12 @@ def _history_frame(releases: Sequence[Release]) -> pd.DataFrame:
                 ]
             ),
             "mechanism": text([r.mechanism for r in releases]),
+            "measure": text([r.measure for r in releases]),
             "epsilon": np.array([float(r.epsilon) for r in releases], dtype=np.float64),
             "delta": np.array([float(r.delta) for r in releases], dtype=np.float64),
+            "rho": np.array(
+                [math.nan if r.rho is None else float(r.rho) for r in releases], dtype=np.float64
+            ),
             "noise_scale": np.array(
                 [math.nan if r.noise_scale is None else r.noise_scale for r in releases],
                 dtype=np.float64,

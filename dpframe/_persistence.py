@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from dpframe import _validation
+from dpframe._composition import Total
 from dpframe._ledger import FORMAT, FORMAT_VERSION, Ledger
 from dpframe._release import Release
 from dpframe.errors import DPFrameError, InvalidParameterError
@@ -37,9 +38,9 @@ __all__ = ["parse_release", "record_id", "restore", "unpickle_ledger"]
 
 _LOCK = threading.RLock()
 _LIVE: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
-# id -> (total epsilon, total delta, spent epsilon, spent delta, budget set), for every
-# ledger that was ever charged or given a budget in this process; a few hundred bytes each.
-_HIGH_WATER: dict[str, tuple[Fraction | float, Fraction | float, Fraction, Fraction, bool]] = {}
+# id -> (total, exact sums of the costs by measure (epsilon, delta, rho), budget set), for
+# every ledger that was ever charged or given a budget in this process; a few hundred bytes each.
+_HIGH_WATER: dict[str, tuple[Total, tuple[Fraction, Fraction, Fraction], bool]] = {}
 
 
 class _Registry:
@@ -50,17 +51,11 @@ class _Registry:
             _LIVE[ledger.id] = ledger
 
     def changed(self, ledger: Ledger, added: Sequence[Release]) -> None:
-        total, spent = ledger.total, ledger.spent
-        if not isinstance(spent.epsilon, Fraction) or not isinstance(spent.delta, Fraction):
+        total, spent, budget_set = ledger._state()
+        if not all(isinstance(amount, Fraction) for amount in spent):
             raise DPFrameError("internal error: a spent amount is not exact")
         with _LOCK:
-            _HIGH_WATER[ledger.id] = (
-                total.epsilon,
-                total.delta,
-                spent.epsilon,
-                spent.delta,
-                ledger.budget_set,
-            )
+            _HIGH_WATER[ledger.id] = (total, spent, budget_set)
 
 
 Ledger._observers.append(_Registry())
@@ -130,11 +125,22 @@ def _labels(value: object, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _parse_rho(value: object, what: str) -> Fraction | None:
+    return None if value is None else _parse_finite(value, what)
+
+
 def parse_release(record: object, index: int) -> Release:
     """A :class:`Release` from its record (:meth:`Release.record`), refusing malformed ones."""
     where = f"history[{index}]"
     if not isinstance(record, Mapping):
         raise _bad_record(f"{where} is not a mapping")
+    release = _parse_release(record, where)
+    if release.rho is not None and (release.epsilon or release.delta):
+        raise _bad_record(f"{where} is a zCDP release (rho) that also costs epsilon or delta")
+    return release
+
+
+def _parse_release(record: Mapping[str, object], where: str) -> Release:
     try:
         time = datetime.datetime.fromisoformat(str(record["time"]))
         bounds = record.get("bounds")
@@ -162,6 +168,7 @@ def parse_release(record: object, index: int) -> Release:
                 record.get("noise_error_bound"), f"{where}.noise_error_bound"
             ),
             private=_validation.flag(record["private"], f"{where}.private"),
+            rho=_parse_rho(record.get("rho"), f"{where}.rho"),
         )
     except _BadRecordError:
         raise
@@ -208,9 +215,27 @@ class _Saved:
     domains: dict[Hashable, pd.Index]
     row_labels: tuple[Hashable, ...] | None
     privacy_unit: tuple[Hashable, ...] | None
-    total: tuple[Fraction | float, Fraction | float]
-    spent: tuple[Fraction, Fraction]
+    total: Total
+    spent: tuple[Fraction, Fraction, Fraction]
     releases: tuple[Release, ...]
+
+
+def _parse_total(total: Mapping[str, object]) -> Total:
+    """``{"epsilon": ..., "delta": ...}`` (``"inf"``: unlimited) or ``{"rho": ...}``."""
+    if "rho" in total:
+        if "epsilon" in total or "delta" in total:
+            raise _bad_record("'total' holds both an (epsilon, delta) budget and a rho budget")
+        rho = _parse_amount(total.get("rho"), "total.rho", allow_inf=False)
+        if not isinstance(rho, Fraction) or rho <= 0:
+            raise _bad_record(f"total.rho must be > 0, got {total.get('rho')!r}")
+        return Total(rho=rho)
+    epsilon = _parse_amount(total.get("epsilon"), "total.epsilon", allow_inf=True)
+    delta = _parse_amount(total.get("delta"), "total.delta", allow_inf=True)
+    if epsilon != math.inf and delta == math.inf:
+        raise _bad_record("total.delta is unlimited while total.epsilon is not")
+    if delta != math.inf and not delta < 1:
+        raise _bad_record(f"total.delta must be below 1, got {total.get('delta')!r}")
+    return Total(epsilon, delta)
 
 
 def _parse_state(state: object) -> _Saved:
@@ -219,9 +244,9 @@ def _parse_state(state: object) -> _Saved:
     if state.get("format") != FORMAT:
         raise _bad_record(f"its 'format' is {state.get('format')!r}, not {FORMAT!r}")
     version = state.get("version")
-    if version not in (1, FORMAT_VERSION):
+    if version not in (1, 2, FORMAT_VERSION):
         raise _bad_record(
-            f"its version is {version!r}; this dpframe reads versions 1 and {FORMAT_VERSION}"
+            f"its version is {version!r}; this dpframe reads versions 1 to {FORMAT_VERSION}"
         )
     ledger_id = state.get("id")
     if not isinstance(ledger_id, str) or not ledger_id:
@@ -231,12 +256,9 @@ def _parse_state(state: object) -> _Saved:
         raise _bad_record("'total' and 'spent' must be mappings")
     if not isinstance(history, Sequence) or isinstance(history, str):
         raise _bad_record("'history' must be a list")
-    parsed_total = (
-        _parse_amount(total.get("epsilon"), "total.epsilon", allow_inf=True),
-        _parse_amount(total.get("delta"), "total.delta", allow_inf=True),
-    )
+    parsed_total = _parse_total(total)
     # Version 1 had no "budget_set": a finite total means a budget was set.
-    budget_set = state.get("budget_set", any(a != math.inf for a in parsed_total))
+    budget_set = state.get("budget_set", not parsed_total.unlimited)
     if not isinstance(budget_set, bool):
         raise _bad_record("'budget_set' must be true or false")
     labels = state.get("row_labels")
@@ -261,6 +283,7 @@ def _parse_state(state: object) -> _Saved:
         spent=(
             _parse_finite(spent.get("epsilon"), "spent.epsilon"),
             _parse_finite(spent.get("delta"), "spent.delta"),
+            _parse_rho(spent.get("rho"), "spent.rho") or Fraction(0),
         ),
         releases=tuple(parse_release(record, i) for i, record in enumerate(history)),
     )
@@ -288,10 +311,7 @@ def restore(state: object) -> Ledger:
             mark = _HIGH_WATER.get(saved.ledger_id)
             if mark is not None:
                 ledger._absorb(
-                    (mark[0], mark[1]),
-                    (mark[2], mark[3]),
-                    "spent after this copy was saved",
-                    budget_set=mark[4],
+                    mark[0], mark[1], "spent after this copy was saved", budget_set=mark[2]
                 )
         ledger._absorb(
             saved.total,

@@ -2,7 +2,8 @@
 
 A :class:`Release` describes one noisy value that dpframe handed out: what was released
 (method, columns, filter, grouping, bounds), how (mechanism, sensitivity, noise scale),
-what it cost (exact epsilon and delta), its error bar, and whether it is private. It is
+what it cost (exact, in its own measure: pure epsilon, approximate (epsilon, delta), or
+zCDP rho), its error bar, and whether it is private. It is
 built *before* the noise is drawn, from public parameters only; the ledger keeps it as its
 history row, and :func:`dpframe.release_info` shows its :meth:`Release.metadata`.
 
@@ -16,17 +17,20 @@ import datetime
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ErrorBound", "JSONValue", "Release", "call_metadata"]
+__all__ = ["ErrorBound", "JSONValue", "Measure", "Release", "call_metadata"]
 
 JSONValue: TypeAlias = (
     bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
 )  #: A 95% half-width: one number for the whole result, or one per cell, shaped like it.
 ErrorBound: TypeAlias = float | NDArray[np.float64] | None
+#: How a release's privacy cost is measured: pure epsilon-DP (delta 0), approximate
+#: (epsilon, delta)-DP, or rho-zCDP (zero-concentrated DP, Bun and Steinke 2016).
+Measure: TypeAlias = Literal["pure", "approx", "zCDP"]
 
 #: What the error bars of dpframe cover; stated in every release's metadata.
 NOISE_ONLY = "noise only"
@@ -73,7 +77,8 @@ class Release:
     mechanism : str
         The noise mechanism (``"geometric"``, ...).
     epsilon, delta : Fraction
-        The exact cost charged for this release.
+        The exact cost charged for this release, for a pure (``delta = 0``) or
+        approximate release; both 0 for a zCDP release.
     sensitivity : float or None
         The most one row can change one released value (in the released units).
     noise_scale : float or None
@@ -100,6 +105,10 @@ class Release:
         Further facts specific to the method (grid step, threshold, ...).
     time : datetime
         When the release was built (UTC).
+    rho : Fraction or None
+        The exact zCDP cost of a zCDP release (discrete Gaussian noise), whose
+        ``epsilon`` and ``delta`` are then 0: a release is measured in one measure only
+        (see :attr:`measure`). None for pure and approximate releases.
     """
 
     method: str
@@ -119,6 +128,19 @@ class Release:
     post_processing: tuple[str, ...] = ()
     details: tuple[tuple[str, JSONValue], ...] = ()
     time: datetime.datetime = dataclasses.field(default_factory=_now)
+    rho: Fraction | None = None
+
+    @property
+    def measure(self) -> Measure:
+        """``"zCDP"`` when ``rho`` is set, ``"approx"`` when ``delta > 0``, else ``"pure"``."""
+        if self.rho is not None:
+            return "zCDP"
+        return "approx" if self.delta > 0 else "pure"
+
+    def _rho_fields(self) -> dict[str, JSONValue]:
+        if self.rho is None:
+            return {}
+        return {"rho": float(self.rho), "rho_exact": str(self.rho)}
 
     def replace(self, **changes: object) -> Release:
         """A copy with some fields changed (the release itself never changes)."""
@@ -136,6 +158,8 @@ class Release:
             "epsilon_exact": str(self.epsilon),  # "1/2", "1/11": exact
             "delta": float(self.delta),
             "delta_exact": str(self.delta),
+            "measure": self.measure,
+            **self._rho_fields(),
             "sensitivity": self.sensitivity,
             "noise_scale": self.noise_scale,
             "bounds": None if self.bounds is None else list(self.bounds),
@@ -151,11 +175,13 @@ class Release:
         """The ledger's record of this release: exact amounts as strings, JSON data.
 
         Read back by :func:`dpframe._persistence.parse_release`. A table's error bar is
-        kept as its largest cell or margin bar.
+        kept as its largest cell or margin bar. A zCDP release adds ``"rho"`` (an exact
+        fraction string); records without it (version 2) are pure or approximate.
         """
         bound = self.noise_error_bound
         if isinstance(bound, np.ndarray):
             bound = float(bound.max()) if bound.size else None
+        zcdp: dict[str, JSONValue] = {} if self.rho is None else {"rho": str(self.rho)}
         return {
             "time": self.time.isoformat(),
             "method": self.method,
@@ -171,6 +197,7 @@ class Release:
             "alpha": self.alpha,
             "noise_error_bound": None if bound is None else float(bound),
             "private": self.private,
+            **zcdp,
         }
 
     def summary(self) -> dict[str, JSONValue]:
@@ -182,6 +209,8 @@ class Release:
             "epsilon_exact": str(self.epsilon),
             "delta": float(self.delta),
             "delta_exact": str(self.delta),
+            "measure": self.measure,
+            **self._rho_fields(),
             "private": self.private,
         }
 
@@ -191,20 +220,28 @@ def call_metadata(parts: Sequence[Release], summary: Release | None = None) -> d
 
     A call may draw noise more than once (``bounds="auto"`` first releases a noisy
     histogram, then the sum; a mean releases a count and a sum): the result is described
-    by ``summary`` (by default the last part), its ``epsilon`` and ``delta`` are the whole
-    cost of the call, and every part is listed under ``"parts"``.
+    by ``summary`` (by default the last part), its ``epsilon`` and ``delta`` (the pure and
+    approximate parts) and ``rho`` (the zCDP parts) are the whole cost of the call, with
+    every part listed under ``"parts"``. Its ``measure`` is the parts' measure, or their
+    measures joined by ``" + "`` when they differ.
     """
     main = parts[-1] if summary is None else summary
     info = main.metadata()
     if len(parts) > 1:
         epsilon = sum((p.epsilon for p in parts), Fraction(0))
         delta = sum((p.delta for p in parts), Fraction(0))
+        measures = list(dict.fromkeys(p.measure for p in parts))
+        rhos = [p.rho for p in parts if p.rho is not None]
         info.update(
             epsilon=float(epsilon),
             epsilon_exact=str(epsilon),
             delta=float(delta),
             delta_exact=str(delta),
+            measure=" + ".join(measures),
             private=all(p.private for p in parts),
             parts=[p.summary() for p in parts],
         )
+        if rhos:
+            rho = sum(rhos, Fraction(0))
+            info.update(rho=float(rho), rho_exact=str(rho))
     return info

@@ -53,3 +53,24 @@ def test_budget_normalizes_and_validates() -> None:
     for wrong in wrong_types:
         with pytest.raises(InvalidParameterTypeError):
             Budget(wrong, 0)
+
+
+def test_budget_forms_and_display() -> None:
+    assert repr(Budget(rho=F(3, 200))) == "Budget(rho=0.015)"
+    assert repr(Budget(F(1), F(0), rho=F(1, 3))) == (
+        "Budget(epsilon=1, delta=0, rho=1/3 (≈0.333333))"
+    )
+    assert Budget(rho=0.015).rho == F(3, 200)
+    assert Budget(rho=0.015).epsilon is None
+    assert Budget(rho=math.inf).unlimited
+    assert not Budget(math.inf, math.inf, rho=F(1)).unlimited
+    assert Budget(F(1), F(0)) == Budget(F(1), F(0), rho=None)
+    assert Budget(F(1), F(0)) != Budget(F(1), F(0), rho=F(0))
+    with pytest.raises(InvalidParameterError, match="needs epsilon and delta, or rho"):
+        Budget()
+    with pytest.raises(InvalidParameterTypeError, match="both epsilon and delta"):
+        Budget(epsilon=1)
+    with pytest.raises(InvalidParameterError):
+        Budget(rho=-1)
+    with pytest.raises(InvalidParameterTypeError):
+        Budget(rho="1")

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpframe import _validation
+from dpframe import _composition, _ledger, _validation
 from dpframe._budget import Budget
 from dpframe._ledger import Ledger
 from dpframe._release import Release
@@ -162,7 +162,10 @@ def test_refused_release_changes_nothing() -> None:
 def test_validity_ledger_without_check_fails_refusal_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(Ledger, "_check_locked", lambda self, epsilon, delta: None)
+    spend = _composition.spend  # a rule that never refuses: records whatever is charged
+    monkeypatch.setattr(
+        _composition, "spend", lambda account, cost, force=False: spend(account, cost, force=True)
+    )
     assert not _refusal_is_free(Ledger())
 
 
@@ -329,7 +332,7 @@ def test_negative_cost_cannot_refund() -> None:
 def test_validity_ledger_trusting_costs_fails_refund_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_validation, "cost", lambda value, name: Fraction(value))
+    monkeypatch.setattr(_ledger, "cost_amount", lambda value, name: Fraction(value))
     assert _negative_cost_refunds(Ledger())
 
 
@@ -379,8 +382,10 @@ def test_history_columns_dtypes_and_values() -> None:
         "by",
         "bounds",
         "mechanism",
+        "measure",
         "epsilon",
         "delta",
+        "rho",
         "noise_scale",
         "noise_error_bound",
         "private",
@@ -389,9 +394,9 @@ def test_history_columns_dtypes_and_values() -> None:
         assert list(frame.columns) == expected
         assert isinstance(frame["time"].dtype, pd.DatetimeTZDtype)
         assert str(frame["time"].dt.tz) == "UTC"
-        for column in ("method", "columns", "where", "by", "bounds", "mechanism"):
+        for column in ("method", "columns", "where", "by", "bounds", "mechanism", "measure"):
             assert pd.api.types.is_string_dtype(frame[column].dtype)
-        for column in ("epsilon", "delta", "noise_scale", "noise_error_bound"):
+        for column in ("epsilon", "delta", "rho", "noise_scale", "noise_error_bound"):
             assert frame[column].dtype == np.float64
         assert frame["private"].dtype == np.bool_
     assert len(empty) == 0
@@ -400,6 +405,8 @@ def test_history_columns_dtypes_and_values() -> None:
     assert list(history["columns"]) == ["Occupation, Sex", "income"]
     assert history["epsilon"].tolist() == [0.1, float(F(1, 3))]
     assert history["delta"].tolist() == [0.0, 1e-6]
+    assert history["measure"].tolist() == ["pure", "approx"]
+    assert history["rho"].isna().all()
     assert history["noise_scale"].iloc[0] == 10.0
     assert math.isnan(history["noise_scale"].iloc[1])
     assert history["private"].tolist() == [True, False]

@@ -8,6 +8,7 @@ import json
 import pickle
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from dpframe._attrs import ledger_of
 from dpframe._budget import Budget
 from dpframe._ledger import Ledger
 from dpframe.errors import (
+    BudgetExceededError,
     InvalidParameterError,
 )
 from tests._ledgers import F, budgeted_frame, charge, plain_frame
@@ -233,5 +235,204 @@ def test_deepcopy_shares_the_ledger() -> None:
 def test_malformed_record_in_attrs_is_refused(record: Any) -> None:
     frame = plain_frame()
     frame.attrs["dpframe"] = record
+    with pytest.raises(InvalidParameterError, match="not a valid dpframe ledger record"):
+        ledger_of(frame)
+
+
+# ---------------------------------------------------------------- zCDP: rho costs and budgets
+
+
+def _zcdp_charge(ledger: Ledger | None, rho: Fraction) -> None:
+    assert ledger is not None
+    ledger.charge(
+        method="crosstab",
+        columns=["age", "sex"],
+        mechanism="discrete_gaussian",
+        rho=rho,
+        noise_scale=10.0,
+        private=True,
+    )
+
+
+def test_pickle_and_parquet_keep_rho_budgets_and_costs(tmp_path: Path) -> None:
+    frame = plain_frame()
+    ledger = ledger_of(frame)
+    assert ledger is not None
+    ledger.set_budget(rho=F(1, 50))
+    _zcdp_charge(ledger, F(1, 200))
+    charge(ledger, F(1, 10))  # pure: 1/200 in zCDP
+    ledger_id = ledger.id
+    frame.to_pickle(tmp_path / "frame.pkl")
+    frame.to_parquet(tmp_path / "frame.parquet")
+    state = json.loads(json.dumps(ledger.to_dict()))
+    assert state["version"] == 3
+    assert state["total"] == {"rho": "1/50"}
+    assert state["spent"] == {"epsilon": "1/10", "delta": "0", "rho": "1/200"}
+    assert [row.get("rho") for row in state["history"]] == ["1/200", None]
+    del frame, ledger
+    gc.collect()
+    for restored in (
+        ledger_of(pd.read_pickle(tmp_path / "frame.pkl")),
+        ledger_of(pd.read_parquet(tmp_path / "frame.parquet")),
+    ):
+        assert restored is not None
+        assert restored.id == ledger_id
+        assert restored.total == Budget(rho=F(1, 50))
+        assert restored.spent == Budget(rho=F(1, 100))
+        assert restored.history["measure"].tolist() == ["zCDP", "pure"]
+
+
+def _rho_spent_after_save_is_kept() -> bool:
+    """Save, spend rho, let every frame of the ledger die, load: is the rho still spent?"""
+    frame = plain_frame()
+    ledger = ledger_of(frame)
+    assert ledger is not None
+    ledger.set_budget(1, 1e-6)
+    charge(ledger, F(1, 10))
+    saved = pickle.dumps(frame)
+    _zcdp_charge(ledger, F(1, 100))
+    ledger_id = ledger.id
+    del frame, ledger
+    gc.collect()
+    restored = ledger_of(pickle.loads(saved))
+    assert restored is not None
+    return (
+        restored.id == ledger_id
+        and restored.spent.rho == F(1, 100)
+        and restored.history["method"].tolist() == ["count", "(restored)"]
+        and restored.history["measure"].tolist() == ["pure", "zCDP"]
+    )
+
+
+def test_restoring_a_copy_never_refunds_rho() -> None:
+    assert _rho_spent_after_save_is_kept()
+
+
+def test_validity_a_high_water_mark_without_rho_fails_the_rho_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The mistake: a high-water mark that keeps epsilon and delta only (the version-2 mark).
+    changed = _persistence._Registry.changed
+
+    def forgetful(self: Any, ledger: Ledger, added: Any) -> None:
+        changed(self, ledger, added)
+        total, spent, budget_set = _persistence._HIGH_WATER[ledger.id]
+        _persistence._HIGH_WATER[ledger.id] = (total, (spent[0], spent[1], F(0)), budget_set)
+
+    monkeypatch.setattr(_persistence._Registry, "changed", forgetful)
+    assert not _rho_spent_after_save_is_kept()
+
+
+def test_restored_spending_is_counted_at_its_worst() -> None:
+    # Another copy spent epsilon after this one opened its zCDP account: the ledger is then
+    # exhausted, never refunded.
+    ledger = ledger_of(plain_frame())
+    assert ledger is not None
+    ledger.set_budget(1, 1e-6)
+    _zcdp_charge(ledger, F(1, 1000))
+    elsewhere = ledger.to_dict()
+    elsewhere["spent"] = {"epsilon": "1/10", "delta": "0", "rho": "1/1000"}
+    other = plain_frame()
+    other.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
+    assert ledger_of(other) is ledger
+    assert ledger.history["method"].tolist() == ["crosstab", "(restored)"]
+    assert ledger.remaining.rho == 0
+    assert ledger.remaining_rho == 0
+    with pytest.raises(BudgetExceededError, match="together spent more than its budget"):
+        _zcdp_charge(ledger, F(1, 10**9))
+
+
+def test_a_copy_lowered_to_a_rho_budget_lowers_this_one() -> None:
+    ledger = ledger_of(plain_frame())
+    assert ledger is not None
+    ledger.set_budget(1, 1e-6)
+    elsewhere = ledger.to_dict()
+    elsewhere["total"] = {"rho": "1/100"}
+    other = plain_frame()
+    other.attrs["dpframe"] = elsewhere
+    assert ledger_of(other) is ledger
+    assert ledger.total == Budget(rho=F(1, 100))
+    # and an (epsilon, delta) copy cannot raise it back
+    older = plain_frame()
+    older.attrs["dpframe"] = {**elsewhere, "total": {"epsilon": "1", "delta": "1/1000000"}}
+    assert ledger_of(older) is ledger
+    assert ledger.total == Budget(rho=F(1, 100))
+
+
+def test_version_2_records_are_read_as_before() -> None:
+    record = {
+        "format": "dpframe.ledger",
+        "version": 2,
+        "id": "a-version-2-ledger",
+        "budget_set": True,
+        "total": {"epsilon": "1", "delta": "1/1000000"},
+        "spent": {"epsilon": "1/3", "delta": "1/10000000"},
+        "history": [
+            {
+                "time": "2025-01-01T00:00:00+00:00",
+                "method": "count",
+                "columns": ["age"],
+                "where": None,
+                "by": [],
+                "bounds": None,
+                "mechanism": "geometric",
+                "epsilon": "1/3",
+                "delta": "1/10000000",
+                "sensitivity": 1.0,
+                "noise_scale": 3.0,
+                "alpha": 0.05,
+                "noise_error_bound": 9.0,
+                "private": True,
+            }
+        ],
+        "domains": [],
+        "row_labels": None,
+    }
+    frame = plain_frame()
+    frame.attrs["dpframe"] = record
+    ledger = ledger_of(frame)
+    assert ledger is not None
+    assert ledger.total == Budget(F(1), F(1, 10**6))
+    assert ledger.spent == Budget(F(1, 3), F(1, 10**7))
+    assert ledger.history["measure"].tolist() == ["approx"]
+    assert ledger.to_dict()["version"] == 3
+
+
+@pytest.mark.parametrize(
+    ("total", "spent", "history_rho", "history_epsilon"),
+    [
+        ({"rho": "-1/2"}, {"epsilon": "0", "delta": "0"}, None, "0"),
+        ({"rho": "0"}, {"epsilon": "0", "delta": "0"}, None, "0"),
+        ({"rho": "1", "epsilon": "1", "delta": "0"}, {"epsilon": "0", "delta": "0"}, None, "0"),
+        ({"epsilon": "1", "delta": "0"}, {"epsilon": "0", "delta": "0", "rho": "x"}, None, "0"),
+        ({"epsilon": "1", "delta": "0"}, {"epsilon": "0", "delta": "0"}, "-1/100", "0"),
+        ({"epsilon": "1", "delta": "0"}, {"epsilon": "0", "delta": "0"}, "1/100", "1/10"),
+        ({"epsilon": "1", "delta": "inf"}, {"epsilon": "0", "delta": "0"}, None, "0"),
+    ],
+)
+def test_malformed_zcdp_records_are_refused(
+    total: Any, spent: Any, history_rho: Any, history_epsilon: str
+) -> None:
+    row: dict[str, Any] = {
+        "time": "2025-01-01T00:00:00+00:00",
+        "method": "count",
+        "columns": ["age"],
+        "mechanism": "discrete_gaussian",
+        "epsilon": history_epsilon,
+        "delta": "0",
+        "noise_scale": None,
+        "private": True,
+    }
+    if history_rho is not None:
+        row["rho"] = history_rho
+    frame = plain_frame()
+    frame.attrs["dpframe"] = {
+        "format": "dpframe.ledger",
+        "version": 3,
+        "id": "malformed",
+        "total": total,
+        "spent": spent,
+        "history": [row],
+    }
     with pytest.raises(InvalidParameterError, match="not a valid dpframe ledger record"):
         ledger_of(frame)
