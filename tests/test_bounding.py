@@ -298,6 +298,33 @@ def test_uniform_integers_are_uniform_below_every_bound(test_rng: np.random.Gene
         assert chi_square_pvalue(draws * bins // bound, np.arange(bins), pmf) > FALSE_ALARM
 
 
+class ScriptedSource:
+    """Hands out the given words, in order (a test's control over every draw)."""
+
+    private = False
+
+    def __init__(self, *words: int) -> None:
+        self.script = list(words)
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        self.words_drawn += n
+        drawn, self.script = self.script[:n], self.script[n:]
+        return np.array(drawn, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("bound", [3, 2**32 - 1, 2**32])
+def test_uniform_integers_reject_the_values_that_would_bias_them(bound: int) -> None:
+    """x = 0 maps to 0 with a remainder 0 < 2**32 mod bound: Lemire's method rejects it
+    (bound 2**32 has remainder 0 and rejects nothing). Undetectable by sampling, so checked
+    on scripted words; the second word's 32 low bits are all ones: the top value."""
+    source = ScriptedSource(0, 2**32 - 1)
+    drawn = bounding._uniform_below(np.array([bound]), source)
+    rejects = 2**32 % bound != 0
+    assert drawn.tolist() == [bound - 1 if rejects else 0]
+    assert source.words_drawn == (2 if rejects else 1)
+
+
 # ---------------------------------------------------------------- randomness drawn
 
 
