@@ -568,46 +568,32 @@ def _dropped_rows(
 ) -> NDArray[np.int64]:
     """The rows to drop among the grouped rows, which hold every row of their units."""
     pair_starts = grouped.pair_starts
-    pair_lengths = np.diff(pair_starts, append=len(grouped.keys))
-    dropped: list[NDArray[np.intp]] = []
-    crowded = np.flatnonzero(pair_lengths > bounds.max_rows)
+    total, pairs = len(grouped.keys), len(pair_starts)
+    pair_dropped: NDArray[np.bool_] | None = None
     if groups_bind:
         # Units in more than max_groups cells keep a uniformly random max_groups of them.
-        unit_first = _run_starts(grouped.pair_units())
-        cells_per_unit = np.diff(unit_first, append=len(pair_starts))
-        over = np.flatnonzero(cells_per_unit > bounds.max_groups)
-        if over.size:
-            pairs = _dropped(unit_first[over], cells_per_unit[over], bounds.max_groups, source)
-            dropped.append(_ranges(pair_starts[pairs], pair_lengths[pairs]))
-            if crowded.size:
-                pair_kept = np.ones(len(pair_starts), dtype=np.bool_)
-                pair_kept[pairs] = False
-                crowded = crowded[pair_kept[crowded]]
-    # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
-    if crowded.size:
-        dropped.append(
-            _dropped(pair_starts[crowded], pair_lengths[crowded], bounds.max_rows, source)
-        )
-    if not dropped:
+        unit_first = grouped.unit_first_pairs()
+        cells_per_unit = _lengths(unit_first, pairs)
+        pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, None, source)
+    if pairs == total:  # every pair has one row: nothing more to drop
+        dropped = pair_dropped
+    else:
+        # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
+        pair_lengths = _lengths(pair_starts, total)
+        dropped = _drop_flags(pair_starts, pair_lengths, bounds.max_rows, pair_dropped, source)
+    if dropped is None:
         return np.zeros(0, dtype=np.int64)
-    return grouped.rows_at(np.concatenate(dropped))
+    return grouped.rows_at(np.flatnonzero(dropped))
 
 
 @dataclass(frozen=True)
 class _Grouped:
-    """Rows sorted by (unit, cell, row): where each (unit, cell) pair starts, and its unit."""
+    """Rows sorted by (unit, cell, row), and where each unit and each (unit, cell) pair starts."""
 
     keys: NDArray[np.int64]  # the packed sort keys (unit, cell, row), or the rows alone
     row_bits: int  # the row is the key's low bits (0: the keys are the rows)
-    cell_bits: int
-    pair_starts: NDArray[np.intp]
-    units_of_pairs: NDArray[np.int64] | None = None  # given when the keys are the rows
-
-    def pair_units(self) -> NDArray[np.int64]:
-        """The unit of each pair (only their equality matters)."""
-        if self.units_of_pairs is not None:
-            return self.units_of_pairs
-        return self.keys[self.pair_starts] >> (self.row_bits + self.cell_bits)
+    pair_starts: NDArray[np.intp]  # sorted position of each pair's first row
+    new_unit: NDArray[np.bool_]  # True at the sorted position of each unit's first row
 
     def rows_at(self, positions: NDArray[np.intp]) -> NDArray[np.int64]:
         """The rows at these sorted positions."""
@@ -615,6 +601,18 @@ class _Grouped:
         if self.row_bits:
             found &= (1 << self.row_bits) - 1
         return found
+
+    def unit_first_pairs(self) -> NDArray[np.intp]:
+        """The index of each unit's first pair."""
+        return np.flatnonzero(self.new_unit[self.pair_starts])
+
+
+def _lengths(starts: NDArray[np.intp], total: int) -> NDArray[np.intp]:
+    """The length of each segment, from where each starts and where the last one ends."""
+    lengths = np.empty(len(starts), dtype=np.intp)
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1:] = total - starts[-1:]
+    return lengths
 
 
 def _group(
@@ -647,16 +645,18 @@ def _group(
         key <<= row_bits
         key |= at
     keys.sort()
-    # A pair starts wherever the bits above the row change.
+    # A pair (a unit) starts wherever the bits above the row (the cell) change.
     new_pair = np.empty(size, dtype=np.bool_)
-    new_pair[:1] = True
+    new_unit = np.empty(size, dtype=np.bool_)
+    new_pair[:1] = new_unit[:1] = True
     scratch = np.empty(min(size, _BLOCK), dtype=np.int64)
     for start in range(1, size, _BLOCK):
         stop = min(size, start + _BLOCK)
         changed = scratch[: stop - start]
         np.bitwise_xor(keys[start:stop], keys[start - 1 : stop - 1], out=changed)
         np.greater_equal(changed, 1 << row_bits, out=new_pair[start:stop])
-    return _Grouped(keys, row_bits, cell_bits, np.flatnonzero(new_pair))
+        np.greater_equal(changed, 1 << (row_bits + cell_bits), out=new_unit[start:stop])
+    return _Grouped(keys, row_bits, np.flatnonzero(new_pair), new_unit)
 
 
 def _group_lexsort(rows: NDArray[np.intp] | None, units: Codes, cells: Codes | None) -> _Grouped:
@@ -664,22 +664,17 @@ def _group_lexsort(rows: NDArray[np.intp] | None, units: Codes, cells: Codes | N
     unit_of = (units if rows is None else units[rows]).astype(np.int64)
     if cells is None:
         order = np.argsort(unit_of, kind="stable")
-        unit_of = unit_of[order]
-        new_pair = np.concatenate(([True], unit_of[1:] != unit_of[:-1]))
     else:
         cell_of = cells if rows is None else cells[rows]
         order = np.lexsort((cell_of, unit_of))  # stable: rows stay in order within a pair
-        unit_of, cell_of = unit_of[order], cell_of[order]
-        new_pair = np.concatenate(([True], unit_of[1:] != unit_of[:-1]))
+    unit_of = unit_of[order]
+    new_unit = np.concatenate(([True], unit_of[1:] != unit_of[:-1]))
+    new_pair = new_unit.copy()
+    if cells is not None:
+        cell_of = cell_of[order]
         new_pair[1:] |= cell_of[1:] != cell_of[:-1]
-    pair_starts = np.flatnonzero(new_pair)
     sorted_rows = order if rows is None else rows[order]
-    return _Grouped(sorted_rows.astype(np.int64), 0, 0, pair_starts, unit_of[pair_starts])
-
-
-def _run_starts(values: NDArray[Any]) -> NDArray[np.intp]:
-    """Where each run of equal consecutive values starts."""
-    return np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    return _Grouped(sorted_rows.astype(np.int64), 0, np.flatnonzero(new_pair), new_unit)
 
 
 def _ranges(
@@ -698,48 +693,49 @@ def _ranges(
 
 # Segments that pick at most this many elements use Floyd's algorithm (a few passes per
 # element picked); larger picks rank the whole segment with one sort.
-_FLOYD_MAX = 8
+_FLOYD_MAX = 16
 
 
-def _dropped(
+def _drop_flags(
     starts: NDArray[np.intp],
     lengths: NDArray[np.intp],
     keep: int,
+    dropped_segments: NDArray[np.bool_] | None,
     source: BitSource,
-) -> NDArray[np.intp]:
-    """Drop all but ``keep`` elements of each segment, chosen uniformly at random.
+) -> NDArray[np.bool_] | None:
+    """Which elements to drop so that each segment keeps ``keep``, chosen uniformly at random.
 
-    Segment ``i`` holds the indices ``starts[i] .. starts[i] + lengths[i] - 1`` (every
-    length above ``keep``); returns the indices dropped, every subset of ``keep`` kept
-    elements equally likely, independently across segments. Each segment draws the
-    smaller of the set it keeps and the set it drops: with Floyd's algorithm when that
-    is at most ``_FLOYD_MAX`` elements, else by ranking all its elements with random
-    keys (:func:`_segment_ranks`).
+    The segments (``starts``, ``lengths``) tile ``0 .. sum(lengths) - 1`` in order. The
+    elements of ``dropped_segments`` are all dropped; each other segment longer than
+    ``keep`` drops all but ``keep`` of its elements, every subset of ``keep`` kept
+    elements equally likely, independently across segments. Each draws the smaller of
+    the set it keeps and the set it drops: with Floyd's algorithm when that is at most
+    ``_FLOYD_MAX`` elements, else by ranking all its elements (:func:`_segment_ranks`).
+    Returns None when nothing is dropped.
     """
-    picks_kept = lengths - keep > keep
-    picked = np.where(picks_kept, keep, lengths - keep)
+    long = lengths > keep
+    if dropped_segments is not None:
+        long &= ~dropped_segments
+    if not long.any():
+        if dropped_segments is None or not dropped_segments.any():
+            return None
+        return np.repeat(dropped_segments, lengths)
+    picks_kept = long & (lengths > 2 * keep)  # cheaper to draw what it keeps
+    # Segments that draw what they keep start all dropped; the others all kept.
+    base = picks_kept if dropped_segments is None else picks_kept | dropped_segments
+    flags = np.repeat(base, lengths)
+    segments = np.flatnonzero(long)
+    picked = np.where(picks_kept[segments], keep, lengths[segments] - keep)
     small = picked <= _FLOYD_MAX
-    out: list[NDArray[np.intp]] = []
-    floyd = np.flatnonzero(small)
+    floyd = segments[small]
     if floyd.size:
-        segment, offset = _floyd(lengths[floyd], picked[floyd], source)
-        chose_dropped = ~picks_kept[floyd][segment]
-        out.append(starts[floyd][segment[chose_dropped]] + offset[chose_dropped])
-        complement = floyd[picks_kept[floyd]]
-        if complement.size:
-            # These segments drew what they keep: they drop the rest of their range.
-            segment_of = np.full(len(floyd), -1, dtype=np.intp)
-            segment_of[picks_kept[floyd]] = np.arange(complement.size)
-            span = np.cumsum(lengths[complement]) - lengths[complement]
-            flags = np.ones(int(lengths[complement].sum()), dtype=np.bool_)
-            kept = ~chose_dropped
-            flags[span[segment_of[segment[kept]]] + offset[kept]] = False
-            out.append(_ranges(starts[complement], lengths[complement])[flags])
-    ranked = np.flatnonzero(~small)
+        segment, offset = _floyd(lengths[floyd], picked[small], source)
+        flags[starts[floyd][segment] + offset] = ~picks_kept[floyd][segment]
+    ranked = segments[~small]
     if ranked.size:
         ranks = _segment_ranks(lengths[ranked], source)
-        out.append(_ranges(starts[ranked], lengths[ranked])[ranks >= keep])
-    return np.concatenate(out) if len(out) > 1 else out[0]
+        flags[_ranges(starts[ranked], lengths[ranked])] = ranks >= keep
+    return flags
 
 
 def _floyd(
@@ -753,17 +749,26 @@ def _floyd(
     "Programming pearls: a sample of brilliance", CACM 30(9), 1987). Returns the
     (segment, offset) of every pick.
     """
-    rounds = int(picks.max())
-    chosen = np.full((rounds, len(lengths)), -1, dtype=np.intp)
-    everyone = np.arange(len(lengths))
+    # Segments in decreasing order of picks: those still picking in round i are a prefix.
+    descending = -picks
+    if int(picks.max()) < 2**15:
+        descending = descending.astype(np.int16)  # numpy sorts 16-bit integers by radix
+    order = np.argsort(descending, kind="stable")
+    lengths, picks = lengths[order], picks[order]
+    rounds = int(picks[0])
+    # How many segments pick at least i + 1 elements, for each round i.
+    active = np.searchsorted(-picks, -np.arange(rounds), side="left")
+    chosen = np.empty((rounds, len(lengths)), dtype=np.intp)
     for i in range(rounds):
-        active = everyone if i < int(picks.min()) else np.flatnonzero(picks > i)
-        j = lengths[active] - picks[active] + i
+        k = int(active[i])
+        j = lengths[:k] - picks[:k] + i
         t = _uniform_below(j + 1, source)
-        seen = (chosen[:i, active] == t).any(axis=0)
-        chosen[i, active] = np.where(seen, j, t)
-    column, segment = np.nonzero(chosen >= 0)
-    return segment, chosen[column, segment]
+        seen = (chosen[:i, :k] == t).any(axis=0)
+        chosen[i, :k] = np.where(seen, j, t)
+    # Round i's picks are chosen[i, :active[i]].
+    segment = np.concatenate([order[: int(k)] for k in active])
+    offset = np.concatenate([chosen[i, : int(k)] for i, k in enumerate(active)])
+    return segment, offset
 
 
 def _uniform_below(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.intp]:
