@@ -18,17 +18,24 @@ sensitivity of the noise.
 How it runs (no Python loop over units, cells or rows):
 
 1. one ``np.bincount`` of the unit codes gives each unit's number of rows. A unit with
-   at most ``min(max_rows, max_groups)`` rows in cells cannot exceed either limit: all
-   its rows are kept, and no randomness is drawn for it (:func:`units_to_check`);
-2. the rows of the other units are grouped by (unit, cell) with one ``np.sort`` of
-   64-bit keys packing (unit, cell, row): numpy's vectorized sort, much faster than
-   ``argsort`` or ``lexsort``;
-3. for each unit with more than ``max_groups`` cells, one random 64-bit word per
-   (unit, cell) pair ranks its cells; the ``max_groups`` first are kept. For each kept
-   pair with more than ``max_rows`` rows, one word per row ranks its rows; the
-   ``max_rows`` first are kept. Ranks come from one more packed sort
-   (:func:`_segment_ranks`), and equal words are broken by fresh words, so every
-   ranking is an exactly uniform random permutation.
+   at most ``min(max_rows, max_groups)`` rows in cells cannot exceed either bound: all
+   its rows are kept, and no randomness is drawn for it (:func:`units_to_check`). When
+   no unit needs checking, that is all;
+2. the rows to check (all rows, when they are the majority) are grouped by (unit, cell)
+   with one ``np.sort`` of int64 keys packing (unit, cell, row): numpy's vectorized
+   sort, several times faster than ``argsort`` or ``lexsort``. A cache-blocked pass over
+   the sorted keys marks where each unit and each (unit, cell) pair starts;
+3. each unit in more than ``max_groups`` cells keeps a uniformly random subset of
+   ``max_groups`` of them, and each kept pair with more than ``max_rows`` rows a uniformly
+   random subset of ``max_rows`` rows. Each segment draws the smaller of the subset it
+   keeps and the subset it drops, with Floyd's algorithm (one exact uniform integer per
+   element picked, vectorized over segments) when that is at most ``_FLOYD_MAX``
+   elements, else by ranking all its elements with random keys in one more packed
+   sort (:func:`_segment_ranks`), where equal keys are broken by fresh words.
+
+The choice is exactly uniform: uniform integers come from Lemire's method with
+rejection, ties between random keys are broken by fresh random words, never by
+position, and nothing is decided by floating point.
 """
 
 from __future__ import annotations
@@ -89,6 +96,10 @@ class ContributionBounds:
     ``sqrt(max_groups) * max_rows`` (Gaussian noise; :attr:`l2_squared` is the exact
     integer ``max_groups * max_rows**2``). For sums of values clamped into
     ``[lo, hi]``, multiply each by ``max(|lo|, |hi|)``.
+
+    See Also
+    --------
+    contribution_mask : The mask that enforces the bounds.
 
     Examples
     --------
@@ -307,7 +318,7 @@ def units_to_check(
 
     See Also
     --------
-    contribution_mask : the mask itself.
+    contribution_mask : The mask itself.
 
     Examples
     --------
@@ -369,9 +380,9 @@ def contribution_mask(
 
     See Also
     --------
-    ContributionBounds : the bounds and the sensitivities they give.
-    unit_presence_mask : one row per kept (unit, cell) pair, to count units per cell.
-    units_to_check : the fast check that lets units within the bounds skip all work.
+    ContributionBounds : The bounds, and the sensitivities they give.
+    unit_presence_mask : One row per kept (unit, cell) pair, to count units per cell.
+    units_to_check : The fast check that lets units within the bounds skip all work.
 
     Notes
     -----
@@ -392,30 +403,34 @@ def contribution_mask(
     values clamped into ``[lo, hi]``, the same times ``max(|lo|, |hi|)``
     (:class:`ContributionBounds`).
 
-    **Exact uniformity.** Cells of a unit, and rows of a cell, are ranked by independent
-    uniformly random keys, and the lowest ranks are kept. A key is the leading bits of
-    a random 64-bit word (at least 16 bits, usually more than 30); keys that tie within
-    the same unit (or cell) are ranked among themselves by fresh words, recursively, so
-    every ranking is an exactly uniform random permutation (a comparison of infinite
-    random binary strings, read as far as needed), and no tie is ever broken by the
-    order of the rows.
+    **Exact uniformity.** Each segment (the cells of a unit, the rows of a kept cell)
+    that must shrink draws a uniformly random subset: the kept subset or the dropped
+    one, whichever is smaller, with Floyd's algorithm on exact uniform integers
+    (Lemire's multiply-and-reject method on 32-bit halves of random words), or, for
+    subsets above ``_FLOYD_MAX`` elements, by sorting the segment's elements on random
+    keys, breaking ties between keys with fresh words, recursively, never by position.
+    Every subset of the stated size is therefore exactly equally likely; no floating
+    point is involved.
 
     **Running time and randomness.** Units with at most ``min(max_rows, max_groups)``
-    rows in cells need no choice: no word is drawn for them (:func:`units_to_check`).
-    One word is drawn per (unit, cell) pair of each unit with more than ``max_groups``
-    cells, and one per row of each kept pair with more than ``max_rows`` rows, plus the
-    rare words that break ties. The running time and the number of words drawn
-    therefore depend on how many units, cells and rows exceed the bounds (the
-    structure of the data), never on the random choices' outcome beyond the ties: like
-    the rest of dpframe outside ``constant_time=True``, this makes no timing promise.
-    The released values do not depend on the number of words drawn. Drawing words for
-    every row anyway would cost time without hiding the structure, which the sorts'
-    running time shows as well.
+    rows in cells need no choice: nothing is drawn for them (:func:`units_to_check`),
+    and when every unit is such, no word at all. Words are drawn only for segments that
+    must shrink: about one per element picked (with Floyd), or one per element of the
+    segment (when ranked), plus rare redraws. The running time and the number of words
+    drawn therefore depend on the structure of the data (how many units, cells and rows
+    exceed the bounds) and on the random draws, never on values: like the rest of
+    dpframe outside ``constant_time=True``, this makes no timing promise, and the threat
+    model does not cover an observer of the curator's machine. The released values do
+    not depend on the number of words drawn. Drawing a word for every row anyway would
+    not hide the structure, which the sort's running time shows as well.
 
-    **Cost.** One ``np.bincount`` over the rows, then, for the rows of the units that
-    need checking only, one ``np.sort`` of 64-bit keys and a few passes; memory is a
-    few int64 arrays of that many rows. When the packed key would not fit in 64 bits,
-    ``np.lexsort`` is used (slower, same result).
+    **Cost.** One ``np.bincount`` over the rows; then, for the rows of the units to
+    check only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: a
+    few arrays of that many int64. On 10M rows and 1M units (``benchmarks/
+    bench_bounding.py``), about 2x the unit-free count table when no unit exceeds
+    ``min(max_rows, max_groups)`` rows, and 10 to 25x when most rows need a choice (the
+    sort alone costs about 4 unit-free tables). When the packed key would not fit in 63
+    bits, ``np.lexsort`` is used (slower, same result).
 
     References
     ----------
@@ -447,10 +462,13 @@ def unit_presence_mask(
 ) -> NDArray[np.bool_]:
     """One row for each (unit, cell) pair kept, in at most ``max_groups`` cells per unit.
 
-    The per-unit view: counting the mask per cell gives, for each cell, the number of
-    distinct units in it, each unit counted in at most ``max_groups`` cells. This is the
-    count that private key selection thresholds, and the one for "how many people"
-    rather than "how many rows". It is :func:`contribution_mask` with ``max_rows=1``.
+    The per-unit view, with ``max_groups`` as the only bound: counting the mask per cell
+    gives, for each cell, the number of distinct units in it, each unit counted in at
+    most ``max_groups`` cells. This is the count that private key selection thresholds
+    when a grouping column has no declared domain (its cells are then the keys found in
+    the data, for example codes from ``pandas.factorize``: the selection, not the mask,
+    keeps them private), and the count of "how many people" rather than "how many rows".
+    It is :func:`contribution_mask` with ``max_rows=1``.
 
     Parameters
     ----------
@@ -476,7 +494,7 @@ def unit_presence_mask(
 
     See Also
     --------
-    contribution_mask : the general mask.
+    contribution_mask : The general mask.
 
     Notes
     -----
