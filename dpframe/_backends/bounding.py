@@ -87,6 +87,10 @@ class ContributionBounds:
     InvalidParameterError
         When either bound is below 1.
 
+    See Also
+    --------
+    contribution_mask : The mask that enforces the bounds.
+
     Notes
     -----
     After :func:`contribution_mask`, removing all the rows of one unit changes at most
@@ -96,10 +100,6 @@ class ContributionBounds:
     ``sqrt(max_groups) * max_rows`` (Gaussian noise; :attr:`l2_squared` is the exact
     integer ``max_groups * max_rows**2``). For sums of values clamped into
     ``[lo, hi]``, multiply each by ``max(|lo|, |hi|)``.
-
-    See Also
-    --------
-    contribution_mask : The mask that enforces the bounds.
 
     Examples
     --------
