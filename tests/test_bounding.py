@@ -349,6 +349,11 @@ def test_units_to_check_is_the_cheap_test() -> None:
     flags = units_to_check(units, cells, max_rows=1, max_groups=2)
     assert flags.tolist() == [True, False, False]
     assert units_to_check(units, None, max_rows=2, max_groups=1).tolist() == [True, False, False]
+    # No more cells (0..6) than max_groups: only max_rows can bind.
+    assert units_to_check(units, cells, max_rows=2, max_groups=7).tolist() == [True, False, False]
+    assert units_to_check(units, cells, max_rows=3, max_groups=7).tolist() == [False] * 3
+    with pytest.raises(InvalidParameterError, match="dense unit codes"):
+        units_to_check(units * 10**9, cells, max_rows=1, max_groups=1)
 
 
 # ---------------------------------------------------------------- parameters

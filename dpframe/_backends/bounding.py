@@ -288,8 +288,9 @@ def units_to_check(
     """Which units might exceed the bounds: the fast check that lets most rows skip all work.
 
     A unit with at most ``min(max_rows, max_groups)`` rows in cells (at most ``max_rows``
-    when ``cells`` is None) can neither have more than ``max_rows`` rows in one cell nor
-    rows in more than ``max_groups`` cells, so :func:`contribution_mask` keeps all its
+    when ``cells`` is None, or when there are no more cells than ``max_groups``: cell
+    numbers up to ``max(cells)``) can neither have more than ``max_rows`` rows in one
+    cell nor rows in more than ``max_groups`` cells, so :func:`contribution_mask` keeps all its
     rows without grouping them and without drawing randomness. The other units are
     checked exactly (their rows are grouped by cell), and truncated only where they do
     exceed a bound.
@@ -314,7 +315,8 @@ def units_to_check(
     ------
     InvalidParameterError, InvalidParameterTypeError
         For bounds that are not positive integers, codes that are not integer arrays,
-        or arrays of different lengths.
+        arrays of different lengths, or sparse unit codes (above twice the number of
+        rows plus 1024).
 
     See Also
     --------
@@ -329,12 +331,17 @@ def units_to_check(
     array([ True, False,  True])
     """
     unit_codes, cell_codes, bounds = _validated(units, cells, max_rows, max_groups, None)
+    n = len(unit_codes)
+    unit_count = int(unit_codes.max()) + 1 if n else 0
+    if unit_count > _DENSE_FACTOR * n + 1024:
+        raise InvalidParameterError(
+            "units_to_check needs dense unit codes (0..U-1, as from pandas.factorize): it "
+            "returns one flag per code."
+        )
     eligible = _eligible(unit_codes, cell_codes)
-    present = unit_codes if eligible is None else unit_codes[eligible]
-    size = int(unit_codes.max()) + 1 if len(unit_codes) else 0
-    per_unit = np.bincount(present, minlength=max(size, 0))
-    limit = bounds.max_rows if cell_codes is None else min(bounds.max_rows, bounds.max_groups)
-    return np.asarray(per_unit > limit)
+    per_unit = _rows_per_unit(unit_codes, eligible, max(unit_count, 0))
+    cell_count = 1 if cell_codes is None or n == 0 else int(cell_codes.max()) + 1
+    return np.asarray(per_unit > _row_limit(bounds, cell_count))
 
 
 def contribution_mask(
