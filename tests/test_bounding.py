@@ -216,16 +216,38 @@ def test_uniformity_test_rejects_keeping_the_first_rows() -> None:
 
     def head(units: NDArray[np.int64], cells: NDArray[np.int64]) -> Mask:
         presence = unit_presence_mask(units, cells, max_groups=MAX_GROUPS, source=bit_source(None))
-        kept_cells = set(zip(units[presence].tolist(), cells[presence].tolist(), strict=True))
-        seen: dict[tuple[int, int], int] = defaultdict(int)
-        kept = np.zeros(len(units), dtype=bool)
-        for i, pair in enumerate(zip(units.tolist(), cells.tolist(), strict=True)):
-            if pair in kept_cells and seen[pair] < MAX_ROWS:
-                kept[i] = True
-                seen[pair] += 1
-        return kept
+        pair = units * CELLS + cells
+        kept_pair = np.zeros(N_UNITS * CELLS, dtype=bool)
+        kept_pair[pair[presence]] = True
+        # Rows come in (unit, cell, row) order: a row's rank in its cell is its position mod 3.
+        return kept_pair[pair] & (np.arange(len(units)) % ROWS < MAX_ROWS)
 
     assert _pattern_pvalue(head) < FALSE_ALARM
+
+
+def _joint_pvalue(kept_cell: NDArray[np.int64]) -> float:
+    """Chi-square p-value of the joint choices of consecutive pairs of units against the
+    product of uniform marginals (each of two cells with probability 1/2)."""
+    joint = 2 * kept_cell[0::2] + kept_cell[1::2]
+    return chi_square_pvalue(joint, np.arange(4), np.full(4, 0.25))
+
+
+def test_units_choose_independently() -> None:
+    """Two units with the same two cells and max_groups=1: their choices are independent
+    (a choice shared between units would bias the table towards the same cells)."""
+    n_units = 2 * N_UNITS
+    units = np.repeat(np.arange(n_units), 2)
+    cells = np.tile([0, 1], n_units)
+    kept = contribution_mask(units, cells, max_rows=1, max_groups=1, source=bit_source(None))
+    kept_cell = kept.reshape(n_units, 2).argmax(axis=1)
+    assert np.array_equal(kept.reshape(n_units, 2).sum(axis=1), np.ones(n_units))
+    assert _joint_pvalue(kept_cell) > FALSE_ALARM
+
+
+def test_independence_test_rejects_a_shared_choice(test_rng: np.random.Generator) -> None:
+    """Validity twin: each pair of units sharing one uniformly random choice fails."""
+    shared = test_rng.integers(0, 2, N_UNITS)
+    assert _joint_pvalue(np.repeat(shared, 2)) < FALSE_ALARM
 
 
 class CoarseSource:
