@@ -18,6 +18,7 @@ reset through /proc/self/clear_refs; tracemalloc would miss allocations outside 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -98,7 +99,8 @@ def main() -> None:
     print(
         f"numpy {np.__version__}, pandas {pd.__version__}; {N_ROWS:,} rows, {N_UNITS:,} units "
         f"(rows per unit: median {int(np.median(per_unit))}, max {per_unit.max()}), "
-        f"{SIZES[0]}x{SIZES[1]} cells; medians of {ROUNDS} interleaved rounds"
+        f"{SIZES[0]}x{SIZES[1]} cells; medians of {ROUNDS} interleaved rounds; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
 
     def unit_free() -> object:
