@@ -783,7 +783,8 @@ def _floyd(
     rounds = int(picks[0])
     # How many segments pick at least i + 1 elements, for each round i.
     active = np.searchsorted(-picks, -np.arange(rounds), side="left")
-    chosen = np.empty((rounds, len(lengths)), dtype=np.intp)
+    small = int(lengths.max()) < 2**31
+    chosen = np.empty((rounds, len(lengths)), dtype=np.int32 if small else np.intp)
     for i in range(rounds):
         k = int(active[i])
         j = lengths[:k] - picks[:k] + i
@@ -793,7 +794,7 @@ def _floyd(
     # Round i's picks are chosen[i, :active[i]].
     segment = np.concatenate([order[: int(k)] for k in active])
     offset = np.concatenate([chosen[i, : int(k)] for i, k in enumerate(active)])
-    return segment, offset
+    return segment, offset.astype(np.intp)
 
 
 def _uniform_below(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.intp]:
