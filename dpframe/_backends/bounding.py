@@ -433,11 +433,12 @@ def contribution_mask(
 
     **Cost.** One ``np.bincount`` over the rows; then, for the rows of the units to
     check only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: a
-    few arrays of that many int64. On 10M rows and 1M units (``benchmarks/
-    bench_bounding.py``), about 2x the unit-free count table when no unit exceeds
-    ``min(max_rows, max_groups)`` rows, and 10 to 25x when most rows need a choice (the
-    sort alone costs about 4 unit-free tables). When the packed key would not fit in 63
-    bits, ``np.lexsort`` is used (slower, same result).
+    few arrays of that many int64 (up to about 40 bytes per row checked). On 10M rows and
+    1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free count
+    tables when no unit needs checking, and 14 to 17 when most rows do (the sort alone
+    costs 3 to 4), still less than pandas' ``groupby(unit).head(max_rows)``, which bounds
+    rows per unit only. When the packed key would not fit in 63 bits, ``np.lexsort`` is
+    used (slower, same result).
 
     References
     ----------
