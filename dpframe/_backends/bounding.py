@@ -176,22 +176,23 @@ def _code_array(values: Any, name: str) -> NDArray[np.int64] | NDArray[np.signed
     return array
 
 
-def cell_numbers(codes: Sequence[Codes], sizes: Sequence[int]) -> NDArray[np.int64]:
+def cell_numbers(codes: Sequence[Codes], sizes: Sequence[int]) -> NDArray[np.signedinteger[Any]]:
     """The cell number of each row in row-major order over the domains; -1 outside every cell.
 
     Parameters
     ----------
     codes : sequence of numpy.ndarray of int
         For each grouping column, the position of each row's key in the column's declared
-        domain, or -1 (missing or outside the domain), as :func:`kernels.domain_codes`
-        gives them. All of the same length.
+        domain (``0 .. size - 1``), or -1 (missing or outside the domain), as
+        :func:`kernels.domain_codes` gives them. All of the same length.
     sizes : sequence of int
         The size of each column's domain.
 
     Returns
     -------
-    numpy.ndarray of int64
-        ``codes[0] * sizes[1] * ... + codes[-1]``, or -1 for a row with any code -1.
+    numpy.ndarray of int32 or int64
+        ``codes[0] * sizes[1] * ... + codes[-1]``, or -1 for a row with any code -1
+        (int32 when there are fewer than 2**31 cells).
 
     Raises
     ------
@@ -202,8 +203,8 @@ def cell_numbers(codes: Sequence[Codes], sizes: Sequence[int]) -> NDArray[np.int
     --------
     >>> import numpy as np
     >>> from dpframe._backends.bounding import cell_numbers
-    >>> cell_numbers([np.array([0, 1, -1]), np.array([2, 0, 1])], [2, 3])
-    array([ 2,  3, -1])
+    >>> cell_numbers([np.array([0, 1, -1]), np.array([2, 0, 1])], [2, 3]).tolist()
+    [2, 3, -1]
     """
     if len(codes) == 0 or len(codes) != len(sizes):
         raise InvalidParameterError(
@@ -213,7 +214,9 @@ def cell_numbers(codes: Sequence[Codes], sizes: Sequence[int]) -> NDArray[np.int
     arrays = [_code_array(code, "codes") for code in codes]
     if len({len(a) for a in arrays}) != 1:
         raise InvalidParameterError("every code column must have one code per row.")
-    cells = arrays[0].astype(np.int64)
+    # int32 halves the memory when the cells fit (a 10M-row table: 40 MB, not 80).
+    cells: NDArray[np.signedinteger[Any]]
+    cells = arrays[0].astype(np.int32) if math.prod(sizes) < 2**31 else arrays[0].astype(np.int64)
     outside = arrays[0] < 0
     for array, size in zip(arrays[1:], sizes[1:], strict=True):
         cells *= size
