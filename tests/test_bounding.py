@@ -1,0 +1,467 @@
+"""dpframe._backends.bounding: the bounds hold, the choice is uniform, refusals draw nothing."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from numpy.typing import NDArray
+
+from dpframe._backends import bounding
+from dpframe._backends.bounding import (
+    ContributionBounds,
+    cell_numbers,
+    contribution_mask,
+    unit_presence_mask,
+    units_to_check,
+)
+from dpframe._random import BitSource, GeneratorBitSource, bit_source
+from dpframe.errors import DPFrameError, InvalidParameterError, InvalidParameterTypeError
+from tests._stats import FALSE_ALARM, chi_square_pvalue
+from tests.conftest import WordCounter
+
+Mask = NDArray[np.bool_]
+
+
+def violations(
+    units: NDArray[Any], cells: NDArray[Any] | None, kept: Mask, max_rows: int, max_groups: int
+) -> list[str]:
+    """Every way ``kept`` breaks contribution_mask's contract (empty: none).
+
+    Bounds: no unit keeps more than ``max_rows`` rows in a cell or rows in more than
+    ``max_groups`` cells, and rows with no unit or no cell are dropped. Maximality: each
+    unit keeps ``min(k, max_groups)`` of its ``k`` cells and ``min(m, max_rows)`` of the
+    ``m`` rows of each kept cell (so a unit within the bounds keeps all its rows).
+    """
+    found: list[str] = []
+    cells_of = np.zeros(len(units), dtype=np.int64) if cells is None else cells
+    rows: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    kept_rows: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for unit, cell, keep in zip(units.tolist(), cells_of.tolist(), kept.tolist(), strict=True):
+        if unit < 0 or cell < 0:
+            if keep:
+                found.append(f"kept a row with unit {unit}, cell {cell}")
+            continue
+        rows[unit][cell] += 1
+        if keep:
+            kept_rows[unit][cell] += 1
+    for unit, per_cell in rows.items():
+        kept_cells = kept_rows[unit]
+        if len(kept_cells) != min(len(per_cell), max_groups):
+            found.append(f"unit {unit} kept {len(kept_cells)} of {len(per_cell)} cells")
+        for cell, count in kept_cells.items():
+            if count != min(per_cell[cell], max_rows):
+                found.append(f"unit {unit} kept {count} of {per_cell[cell]} rows in cell {cell}")
+    return found
+
+
+# ---------------------------------------------------------------- the bounds hold
+
+
+@st.composite
+def structures(draw: st.DrawFn) -> dict[str, Any]:
+    n = draw(st.integers(0, 40))
+    units = np.array(draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n)), dtype=np.int64)
+    grouped = draw(st.booleans())
+    cells = (
+        np.array(draw(st.lists(st.integers(-1, 6), min_size=n, max_size=n)), dtype=np.int64)
+        if grouped
+        else None
+    )
+    return {
+        "units": units,
+        "cells": cells,
+        "max_rows": draw(st.integers(1, 4)),
+        "max_groups": draw(st.integers(1, 4)),
+        "seed": draw(st.integers(0, 2**32)),
+        # How the codes are passed: each encoding takes another path through the kernel.
+        "encoding": draw(st.sampled_from(["int64", "small", "sparse", "wide", "ranked"])),
+    }
+
+
+def encode(
+    units: NDArray[np.int64], cells: NDArray[np.int64] | None, encoding: str
+) -> tuple[NDArray[Any], NDArray[Any] | None]:
+    """The same structure in other codes: the mask's contract cannot depend on them."""
+    if encoding == "small":  # narrow dtypes, as from Categorical codes
+        return units.astype(np.int8), None if cells is None else cells.astype(np.int16)
+    if encoding == "sparse":  # unit ids far apart: made dense with np.unique first
+        return np.where(units < 0, -1, units * 10**15 + 7), cells
+    if encoding == "wide":  # cell numbers too wide to pack: the np.lexsort path
+        return units, None if cells is None else np.where(cells < 0, -1, cells + 2**60)
+    return units, cells
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(structure=structures())
+def test_bounds_hold_and_nothing_more_is_dropped(structure: dict[str, Any]) -> None:
+    units, cells = structure["units"], structure["cells"]
+    max_rows, max_groups = structure["max_rows"], structure["max_groups"]
+    coded_units, coded_cells = encode(units, cells, structure["encoding"])
+    # "ranked": rank every segment with a sort instead of Floyd's algorithm.
+    floyd_max = 0 if structure["encoding"] == "ranked" else bounding._FLOYD_MAX
+    with mock.patch.object(bounding, "_FLOYD_MAX", floyd_max):
+        kept = contribution_mask(
+            coded_units,
+            coded_cells,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            source=GeneratorBitSource(np.random.default_rng(structure["seed"])),
+        )
+    assert kept.dtype == np.bool_
+    assert kept.shape == units.shape
+    assert violations(units, cells, kept, max_rows, max_groups) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(structure=structures())
+def test_unit_presence_mask_counts_each_unit_once_per_kept_cell(structure: dict[str, Any]) -> None:
+    units, cells = structure["units"], structure["cells"]
+    kept = unit_presence_mask(
+        units,
+        cells,
+        max_groups=structure["max_groups"],
+        source=GeneratorBitSource(np.random.default_rng(structure["seed"])),
+    )
+    assert violations(units, cells, kept, 1, structure["max_groups"]) == []
+
+
+def test_bound_checker_catches_a_mask_that_ignores_max_groups() -> None:
+    """Validity twin of the property test: pandas' ``groupby(unit).head(max_rows)`` per cell
+    keeps every cell of a unit, and the checker must say so."""
+    units = np.array([0, 0, 0, 0, 1])
+    cells = np.array([0, 1, 2, 2, 0])
+    head_per_cell = np.array([True, True, True, False, True])  # max_rows=1, every cell
+    assert violations(units, cells, head_per_cell, 1, 2) == ["unit 0 kept 3 of 3 cells"]
+    too_many_rows = np.array([True, False, True, True, True])
+    assert violations(units, cells, too_many_rows, 1, 2) == ["unit 0 kept 2 of 2 rows in cell 2"]
+    assert violations(units, cells, np.zeros(5, dtype=bool), 1, 2) != []  # maximality
+
+
+def test_a_larger_frame_takes_both_paths(test_rng: np.random.Generator) -> None:
+    """Many units within the bounds and a few over them: the rows of the few are selected
+    first (the subset path); mostly over them: every row is grouped (the whole path)."""
+    n_units = 3000
+    for share_over in (0.02, 0.9):
+        sizes = np.where(
+            test_rng.random(n_units) < share_over, test_rng.integers(3, 30, n_units), 1
+        )
+        units = np.repeat(np.arange(n_units), sizes)
+        test_rng.shuffle(units)
+        cells = test_rng.integers(-1, 12, len(units))
+        kept = contribution_mask(units, cells, max_rows=2, max_groups=3, source=bit_source(None))
+        assert violations(units, cells, kept, 2, 3) == []
+
+
+# ---------------------------------------------------------------- uniformity
+
+N_UNITS = 100_000
+CELLS, ROWS, MAX_GROUPS, MAX_ROWS = 5, 3, 2, 2
+
+
+def _valid_patterns() -> NDArray[np.int64]:
+    """The bit patterns (bit ``3 * cell + row``) of every allowed choice, in sorted order:
+    2 of the 5 cells and 2 of the 3 rows in each, C(5, 2) * C(3, 2)**2 = 90 patterns."""
+    patterns = []
+    for chosen in itertools.combinations(range(CELLS), MAX_GROUPS):
+        for rows in itertools.product(itertools.combinations(range(ROWS), MAX_ROWS), repeat=2):
+            bits = [
+                ROWS * cell + row for cell, kept in zip(chosen, rows, strict=True) for row in kept
+            ]
+            patterns.append(sum(1 << b for b in bits))
+    return np.array(sorted(patterns))
+
+
+def _pattern_pvalue(select: Callable[[NDArray[np.int64], NDArray[np.int64]], Mask]) -> float:
+    """Chi-square p-value of the kept patterns of N_UNITS identical units against uniform.
+
+    Each unit has 3 rows in each of 5 cells, in the order (unit, cell, row): a choice that
+    leans on cell numbers or on row order fails. Patterns outside the 90 allowed ones
+    fail outright.
+    """
+    units = np.repeat(np.arange(N_UNITS), CELLS * ROWS)
+    cells = np.tile(np.repeat(np.arange(CELLS), ROWS), N_UNITS)
+    kept = select(units, cells)
+    bits = kept.reshape(N_UNITS, CELLS * ROWS).astype(np.int64) @ (1 << np.arange(CELLS * ROWS))
+    valid = _valid_patterns()
+    category = np.searchsorted(valid, bits)
+    assert np.array_equal(valid[np.minimum(category, len(valid) - 1)], bits), "pattern not allowed"
+    outputs = np.arange(len(valid))
+    return chi_square_pvalue(category, outputs, np.full(len(valid), 1 / len(valid)))
+
+
+@pytest.mark.parametrize("method", ["floyd", "ranked"])
+def test_kept_subsets_are_uniform(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if method == "ranked":
+        monkeypatch.setattr(bounding, "_FLOYD_MAX", 0)
+
+    def select(units: NDArray[np.int64], cells: NDArray[np.int64]) -> Mask:
+        return contribution_mask(
+            units, cells, max_rows=MAX_ROWS, max_groups=MAX_GROUPS, source=bit_source(None)
+        )
+
+    assert _pattern_pvalue(select) > FALSE_ALARM
+
+
+def test_uniformity_test_rejects_keeping_the_first_rows() -> None:
+    """Validity twin: uniformly random cells but the first ``max_rows`` rows of each, as
+    ``groupby([unit, cell]).head(max_rows)`` does, must fail the same test."""
+
+    def head(units: NDArray[np.int64], cells: NDArray[np.int64]) -> Mask:
+        presence = unit_presence_mask(units, cells, max_groups=MAX_GROUPS, source=bit_source(None))
+        pair = units * CELLS + cells
+        kept_pair = np.zeros(N_UNITS * CELLS, dtype=bool)
+        kept_pair[pair[presence]] = True
+        # Rows come in (unit, cell, row) order: a row's rank in its cell is its position mod 3.
+        return kept_pair[pair] & (np.arange(len(units)) % ROWS < MAX_ROWS)
+
+    assert _pattern_pvalue(head) < FALSE_ALARM
+
+
+def _joint_pvalue(kept_cell: NDArray[np.int64]) -> float:
+    """Chi-square p-value of the joint choices of consecutive pairs of units against the
+    product of uniform marginals (each of two cells with probability 1/2)."""
+    joint = 2 * kept_cell[0::2] + kept_cell[1::2]
+    return chi_square_pvalue(joint, np.arange(4), np.full(4, 0.25))
+
+
+def test_units_choose_independently() -> None:
+    """Two units with the same two cells and max_groups=1: their choices are independent
+    (a choice shared between units would bias the table towards the same cells)."""
+    n_units = 2 * N_UNITS
+    units = np.repeat(np.arange(n_units), 2)
+    cells = np.tile([0, 1], n_units)
+    kept = contribution_mask(units, cells, max_rows=1, max_groups=1, source=bit_source(None))
+    kept_cell = kept.reshape(n_units, 2).argmax(axis=1)
+    assert np.array_equal(kept.reshape(n_units, 2).sum(axis=1), np.ones(n_units))
+    assert _joint_pvalue(kept_cell) > FALSE_ALARM
+
+
+def test_independence_test_rejects_a_shared_choice(test_rng: np.random.Generator) -> None:
+    """Validity twin: each pair of units sharing one uniformly random choice fails."""
+    shared = test_rng.integers(0, 2, N_UNITS)
+    assert _joint_pvalue(np.repeat(shared, 2)) < FALSE_ALARM
+
+
+class CoarseSource:
+    """Uniform words with only their two leading bits random: ties on almost every draw."""
+
+    private = False
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        self.words_drawn += n
+        return self.rng.integers(0, 4, n).astype(np.uint64) << np.uint64(62)
+
+
+SEGMENT = 4  # 24 permutations
+
+
+def _permutation_pvalue(ranks: NDArray[np.int64]) -> float:
+    """Chi-square p-value of the permutations in consecutive segments of 4 against uniform."""
+    code = ranks.reshape(-1, SEGMENT) @ (SEGMENT ** np.arange(SEGMENT))
+    valid = np.array(
+        sorted(
+            np.array(p) @ (SEGMENT ** np.arange(SEGMENT))
+            for p in itertools.permutations(range(SEGMENT))
+        )
+    )
+    category = np.searchsorted(valid, code)
+    assert np.array_equal(valid[np.minimum(category, len(valid) - 1)], code)
+    return chi_square_pvalue(category, np.arange(len(valid)), np.full(len(valid), 1 / len(valid)))
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_ties_are_broken_at_random(
+    packed: bool, monkeypatch: pytest.MonkeyPatch, test_rng: np.random.Generator
+) -> None:
+    """Ranks from words that tie most of the time are still uniform permutations: ties are
+    broken by fresh words, recursively, never by position (both the packed sort and the
+    np.lexsort branch)."""
+    if not packed:
+        monkeypatch.setattr(bounding, "_MIN_RANDOM_BITS", 64)
+    source = CoarseSource(test_rng)
+    ranks = bounding._segment_ranks(np.full(50_000, SEGMENT), source)
+    assert source.words_drawn > 50_000 * SEGMENT  # ties were frequent and were broken
+    assert _permutation_pvalue(ranks) > FALSE_ALARM
+
+
+def test_tie_test_rejects_breaking_ties_by_position(test_rng: np.random.Generator) -> None:
+    """Validity twin: ranking by the same coarse words with ties left in row order fails."""
+    segment = np.repeat(np.arange(50_000), SEGMENT)
+    words = CoarseSource(test_rng).words(len(segment))
+    order = np.lexsort((words, segment))
+    ranks = np.empty(len(segment), dtype=np.int64)
+    ranks[order] = np.arange(len(segment)) % SEGMENT
+    assert _permutation_pvalue(ranks) < FALSE_ALARM
+
+
+def test_uniform_integers_are_uniform_below_every_bound(test_rng: np.random.Generator) -> None:
+    """Lemire's method (bounds up to 2**32) and leading bits (above), in 50 equal-odds bins."""
+    source = GeneratorBitSource(test_rng)
+    for bound in (2, 3, 7, 1000, 2**32, 2**32 + 3, 3 * 2**40 + 1):
+        draws = bounding._uniform_below(np.full(200_000, bound), source)
+        assert draws.min() >= 0
+        assert draws.max() < bound
+        bins = min(bound, 50)
+        # Value v falls in bin k when k * bound <= bins * v < (k + 1) * bound.
+        edges = [-(-k * bound // bins) for k in range(bins + 1)]
+        pmf = np.diff(edges) / bound
+        assert chi_square_pvalue(draws * bins // bound, np.arange(bins), pmf) > FALSE_ALARM
+
+
+class ScriptedSource:
+    """Hands out the given words, in order (a test's control over every draw)."""
+
+    private = False
+
+    def __init__(self, *words: int) -> None:
+        self.script = list(words)
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        self.words_drawn += n
+        drawn, self.script = self.script[:n], self.script[n:]
+        return np.array(drawn, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("bound", [3, 2**32 - 1, 2**32])
+def test_uniform_integers_reject_the_values_that_would_bias_them(bound: int) -> None:
+    """x = 0 maps to 0 with a remainder 0 < 2**32 mod bound: Lemire's method rejects it
+    (bound 2**32 has remainder 0 and rejects nothing). Undetectable by sampling, so checked
+    on scripted words; the second word's 32 low bits are all ones: the top value."""
+    source = ScriptedSource(0, 2**32 - 1)
+    drawn = bounding._uniform_below(np.array([bound]), source)
+    rejects = 2**32 % bound != 0
+    assert drawn.tolist() == [bound - 1 if rejects else 0]
+    assert source.words_drawn == (2 if rejects else 1)
+
+
+# ---------------------------------------------------------------- randomness drawn
+
+
+def test_no_word_is_drawn_when_every_unit_is_within_the_bounds(word_counter: WordCounter) -> None:
+    units = np.array([0, 0, 1, 2, 2, 2])
+    cells = np.array([0, 1, 0, 0, 1, 2])
+    kept = contribution_mask(units, cells, max_rows=3, max_groups=3, source=bit_source(None))
+    assert kept.all()
+    assert word_counter.words == 0
+    # Within the bounds but over min(max_rows, max_groups) rows: checked, nothing drawn.
+    kept = contribution_mask(units, cells, max_rows=1, max_groups=3, source=bit_source(None))
+    assert kept.all()
+    assert word_counter.words == 0
+    kept = contribution_mask(units, cells, max_rows=1, max_groups=2, source=bit_source(None))
+    assert kept.sum() == 5
+    assert word_counter.words > 0
+
+
+def test_units_to_check_is_the_cheap_test() -> None:
+    units = np.array([0, 0, 0, 1, 2, 2, -1])
+    cells = np.array([5, 5, 6, 5, 1, -1, 3])
+    flags = units_to_check(units, cells, max_rows=1, max_groups=2)
+    assert flags.tolist() == [True, False, False]
+    assert units_to_check(units, None, max_rows=2, max_groups=1).tolist() == [True, False, False]
+    # No more cells (0..6) than max_groups: only max_rows can bind.
+    assert units_to_check(units, cells, max_rows=2, max_groups=7).tolist() == [True, False, False]
+    assert units_to_check(units, cells, max_rows=3, max_groups=7).tolist() == [False] * 3
+    with pytest.raises(InvalidParameterError, match="dense unit codes"):
+        units_to_check(units * 10**9, cells, max_rows=1, max_groups=1)
+
+
+# ---------------------------------------------------------------- parameters
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"max_rows": 0}, InvalidParameterError),
+        ({"max_rows": -2}, InvalidParameterError),
+        ({"max_groups": 0}, InvalidParameterError),
+        ({"max_rows": True}, InvalidParameterTypeError),
+        ({"max_groups": np.True_}, InvalidParameterTypeError),
+        ({"max_rows": 1.0}, InvalidParameterTypeError),
+        ({"max_groups": 2.5}, InvalidParameterTypeError),
+        ({"max_rows": "2"}, InvalidParameterTypeError),
+        ({"max_groups": None}, InvalidParameterTypeError),
+        ({"units": np.array([0.0, 1.0, 1.0])}, InvalidParameterTypeError),
+        ({"units": np.array([True, False, True])}, InvalidParameterTypeError),
+        ({"units": np.array([[0, 1, 1]])}, InvalidParameterError),
+        ({"units": np.array([0, 1])}, InvalidParameterError),
+        ({"cells": np.array([0, 1, 2, 3])}, InvalidParameterError),
+        ({"cells": np.array(["a", "b", "c"])}, InvalidParameterTypeError),
+        ({"units": np.array([0, 1, 2**63], dtype=np.uint64)}, InvalidParameterError),
+        ({"source": np.random.default_rng(0)}, InvalidParameterTypeError),
+    ],
+)
+def test_bad_parameters_are_refused_before_drawing(
+    kwargs: dict[str, Any], error: type[DPFrameError], word_counter: WordCounter
+) -> None:
+    call: dict[str, Any] = {
+        "units": np.array([0, 0, 0]),
+        "cells": np.array([0, 1, 2]),
+        "max_rows": 1,
+        "max_groups": 1,
+        "source": bit_source(None),
+    }
+    call.update(kwargs)
+    units, cells = call.pop("units"), call.pop("cells")
+    with pytest.raises(error):
+        contribution_mask(units, cells, **call)
+    assert word_counter.words == 0
+
+
+def test_numpy_integers_are_accepted_as_bounds() -> None:
+    kept = contribution_mask(
+        np.array([0, 0, 0]),
+        None,
+        max_rows=np.int64(2),
+        max_groups=np.uint8(1),
+        source=bit_source(None),
+    )
+    assert kept.sum() == 2
+
+
+def test_contribution_bounds_give_the_sensitivities() -> None:
+    bounds = ContributionBounds(max_rows=3, max_groups=4)
+    assert (bounds.l1, bounds.linf, bounds.l2_squared) == (12, 3, 36)
+    assert bounds.l2 == pytest.approx(6.0)
+    with pytest.raises(InvalidParameterError, match="max_groups must be a positive integer"):
+        ContributionBounds(max_rows=1, max_groups=0)
+    with pytest.raises(InvalidParameterTypeError, match="max_rows=1, max_groups=5"):
+        ContributionBounds(max_rows=1.5, max_groups=1)  # type: ignore[arg-type]
+
+
+def test_cell_numbers_are_row_major_and_minus_one_outside(test_rng: np.random.Generator) -> None:
+    sizes = [4, 3, 5]
+    codes = [test_rng.integers(-1, size, 1000) for size in sizes]
+    cells = cell_numbers(codes, sizes)
+    inside = np.all([code >= 0 for code in codes], axis=0)
+    expected = np.ravel_multi_index([code[inside] for code in codes], sizes)
+    assert np.array_equal(cells[inside], expected)
+    assert (cells[~inside] == -1).all()
+    with pytest.raises(InvalidParameterError):
+        cell_numbers(codes, sizes[:2])
+    with pytest.raises(InvalidParameterError):
+        cell_numbers([codes[0], codes[1][:10]], sizes[:2])
+
+
+def test_the_empty_frame_keeps_nothing() -> None:
+    empty = np.zeros(0, dtype=np.int64)
+    for cells in (empty, None):
+        kept = contribution_mask(empty, cells, max_rows=1, max_groups=1, source=bit_source(None))
+        assert kept.shape == (0,)
+
+
+def test_source_is_the_bit_source_protocol() -> None:
+    source: BitSource = GeneratorBitSource(np.random.default_rng(1))
+    assert contribution_mask(np.array([0]), None, max_rows=1, max_groups=1, source=source).all()
