@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.kernels import Group, SumGrid
 from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
@@ -68,6 +69,22 @@ class Rows(Protocol):
 
     def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
         """Non-missing values per log-scale bin (:data:`kernels.LOG_EDGES`), + then -."""
+        ...
+
+    def bounded(
+        self,
+        unit: Sequence[ColumnLabel],
+        bounds: ContributionBounds,
+        groups: Sequence[Group],
+        rng: np.random.Generator | None,
+    ) -> Rows:
+        """These rows with each privacy unit's contribution bounded (a uniform random choice).
+
+        Each unit keeps rows in at most ``bounds.max_groups`` cells of ``groups`` (one
+        cell when there are none) and at most ``bounds.max_rows`` rows in each
+        (:func:`dpframe._backends.bounding.contribution_mask`); rows with a missing unit
+        id are dropped.
+        """
         ...
 
 

@@ -127,6 +127,7 @@ from numpy.typing import NDArray
 from dpframe import _attrs, _validation
 from dpframe._accessor import DPAccessor
 from dpframe._backends import Group, SumGrid, register_backend
+from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.pandas_backend import PandasRows
 from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
@@ -382,6 +383,17 @@ class _Query:
     mask: Any = None  # the name of the column holding the row filter
     grids: tuple[SumGrid, ...] = ()  # "parts": several sums of one column
     candidates: NDArray[np.float64] | None = None  # "cells": a quantile's candidate grid
+    bounding: _Bounding | None = None  # contribution bounding, on unit-complete partitions
+
+
+@dataclass(frozen=True)
+class _Bounding:
+    """Contribution bounding to apply on each partition (all rows of a unit in one)."""
+
+    unit: tuple[Any, ...]
+    bounds: ContributionBounds
+    groups: tuple[Group, ...]
+    seed: int | None  # a caller's rng (tests): one derived stream per partition
 
 
 def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]:
@@ -390,6 +402,13 @@ def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]
     if query.mask is not None:
         mask = _validation.where_mask(partition, partition[query.mask])
     rows = PandasRows(partition, mask)
+    if query.bounding is not None:
+        b = query.bounding
+        # Each partition draws its own randomness: fresh cryptographic keys on the worker,
+        # or, for a caller's rng, a stream derived from its seed and the partition's data
+        # (tests only: such releases are not private).
+        rng = None if b.seed is None else np.random.default_rng([b.seed, len(partition)])
+        rows = rows.bounded(b.unit, b.bounds, b.groups, rng)
     if query.kind == "rows":
         return np.array([rows.count()], dtype=np.int64)
     if query.kind == "counts":
@@ -455,9 +474,24 @@ class DaskRows:
     backend (an int, or a numpy array of the same shape).
     """
 
-    def __init__(self, frame: dd.DataFrame, where: _Filter | None) -> None:
+    def __init__(
+        self, frame: dd.DataFrame, where: _Filter | None, bounding: _Bounding | None = None
+    ) -> None:
         self._frame = frame
         self._where = where
+        self._bounding = bounding
+
+    def bounded(
+        self,
+        unit: Sequence[ColumnLabel],
+        bounds: ContributionBounds,
+        groups: Sequence[Group],
+        rng: np.random.Generator | None,
+    ) -> DaskRows:
+        """Bounded on the workers, after a shuffle that puts all rows of a unit together."""
+        seed = None if rng is None else int(rng.integers(2**62))
+        bounding = _Bounding(tuple(unit), bounds, tuple(groups), seed)
+        return DaskRows(self._frame, self._where, bounding)
 
     def count(self) -> int:
         return int(self._aggregate(_Query("rows"), [])[0])
@@ -511,7 +545,13 @@ class DaskRows:
             frame = frame.assign(**{mask: self._where.series})
             needed.append(mask)
             query = dataclasses.replace(query, mask=mask)
+        if self._bounding is not None:
+            needed += [c for c in self._bounding.unit if c not in needed]
+            needed += [g.name for g in self._bounding.groups if g.name not in needed]
+            query = dataclasses.replace(query, bounding=self._bounding)
         selected = frame[needed]
+        if self._bounding is not None:  # every row of a unit in one partition
+            selected = selected.shuffle(on=list(self._bounding.unit))
         partitions = selected.to_delayed(optimize_graph=_safe_to_optimize(selected))
         # Readable task names (dpframe-aggregate, dpframe-sum), unique to this call.
         token = uuid.uuid4().hex

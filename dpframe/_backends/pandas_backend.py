@@ -14,8 +14,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe import _attrs, _quantiles, _validation
-from dpframe._backends import Group, SumGrid, kernels, register_backend
+from dpframe._backends import Group, SumGrid, bounding, kernels, register_backend
+from dpframe._backends.bounding import ContributionBounds
 from dpframe._ledger import Ledger
+from dpframe._random import bit_source
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import DPFrameError, InvalidParameterError, PrivacyUnitError
 
@@ -69,6 +71,36 @@ class PandasRows:
     def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
         values = self._values(column)
         return kernels.log_histogram(values if self._mask is None else values[self._mask])
+
+    def bounded(
+        self,
+        unit: Sequence[ColumnLabel],
+        bounds: ContributionBounds,
+        groups: Sequence[Group],
+        rng: np.random.Generator | None,
+    ) -> PandasRows:
+        units = unit_codes(self._frame, unit)
+        cells = None
+        if groups:
+            cells = bounding.cell_numbers(self._codes(groups), [len(g.domain) for g in groups])
+        if self._mask is not None:  # rows filtered out are in no cell: never kept
+            cells = np.where(self._mask, 0 if cells is None else cells, -1)
+        keep = bounding.contribution_mask(
+            units,
+            cells,
+            max_rows=bounds.max_rows,
+            max_groups=bounds.max_groups,
+            source=bit_source(rng),
+        )
+        return PandasRows(self._frame, keep)
+
+
+def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.intp]:
+    """The privacy unit of each row as an integer code; -1 where an id is missing."""
+    if len(unit) == 1:
+        codes, _ = pd.factorize(frame[unit[0]], use_na_sentinel=True)
+        return np.asarray(codes)
+    return np.asarray(frame.groupby(list(unit), dropna=True, sort=False).ngroup().to_numpy())
 
 
 class PandasBackend:
