@@ -16,6 +16,7 @@ Every method reads top to bottom, in the same five steps:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -35,12 +36,12 @@ from dpframe import (
     _validation,
     mechanisms,
 )
-from dpframe._backends import Backend, Group, SumGrid, backend_for
+from dpframe._backends import Backend, Group, Rows, SumGrid, backend_for
 from dpframe._budget import budget_rho
 from dpframe._groupby import DPGroupBy
 from dpframe._ledger import Ledger, encode_key
 from dpframe._moments import Statistic
-from dpframe._release import call_metadata
+from dpframe._release import Release, call_metadata
 from dpframe._typing import (
     AutoBounds,
     Bounds,
@@ -55,6 +56,7 @@ from dpframe._typing import (
 )
 from dpframe.errors import (
     DomainError,
+    InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
     PrivacyUnitError,
@@ -129,8 +131,12 @@ class DPAccessor:
     Notes
     -----
     Neighbouring data sets differ by one row, added or removed; each row is assumed to
-    belong to a different person (see the README's threat model). Every method states
-    its sensitivity and mechanism in its own Notes.
+    belong to a different person (see the README's threat model). With a privacy unit
+    (``set_budget(..., privacy_unit="person_id")``) they differ by all the rows of one
+    unit instead: every release then takes ``max_rows`` (and, when grouped,
+    ``max_groups``), keeps at most that many rows per unit at random, and draws each
+    mechanism at ``epsilon / (max_rows * max_groups)`` per row, which is ``epsilon``-DP
+    per unit. Every method states its sensitivity and mechanism in its own Notes.
 
     Examples
     --------
@@ -178,6 +184,7 @@ class DPAccessor:
         *,
         rho: PrivacyAmount | None = None,
         domains: Domain | None = None,
+        privacy_unit: Columns | None = None,
     ) -> None:
         """Set the total privacy budget (epsilon, delta) for this frame's data.
 
@@ -198,6 +205,14 @@ class DPAccessor:
             accepted (``df["k"].cat.categories`` asserts that a Categorical's categories
             come from a code book, not from the data). Keys are checked against each
             column's dtype. Frames derived from this one inherit them with the ledger.
+        privacy_unit : column name or list of names, optional
+            The columns that identify the protected entity (a person, a household, a
+            firm). Neighbouring data sets then differ by *all* the rows of one unit, and
+            every release bounds each unit's contribution with ``max_rows`` and
+            ``max_groups``. None (the default): each row is a different person. The unit
+            belongs to the data's ledger: frames derived from this one inherit it, and a
+            frame that lost the unit's columns cannot release. It cannot change after
+            the first release.
 
         See Also
         --------
@@ -207,10 +222,12 @@ class DPAccessor:
         -----
         Until a budget is set, every release is refused. A budget can be lowered but never
         raised, and never set below what was already spent. Declared domains cannot be
-        changed afterwards (a code book does not change between releases). Each row of a
-        frame released from is assumed to belong to a different person; the ledger notes
-        whether this frame's index labels are unique, and frames derived from it that
-        repeat labels are refused.
+        changed afterwards (a code book does not change between releases). Without a
+        privacy unit, each row of a frame released from is assumed to belong to a
+        different person; the ledger notes whether this frame's index labels are unique,
+        and frames derived from it that repeat labels are refused. With one, merges,
+        concatenations and explodes that repeat a unit's rows are fine: each release
+        bounds every unit's rows afresh.
 
         Examples
         --------
@@ -228,8 +245,12 @@ class DPAccessor:
         else:
             budget_rho(rho)
         declared = self._declared_domains(domains)
+        unit = None
+        if privacy_unit is not None:
+            unit = tuple(_validation.column_names(privacy_unit, "privacy_unit"))
+            self._backend.check_columns(unit, "privacy_unit")
         ledger = self.ledger
-        ledger.declare_domains(declared, row_labels=self._backend.row_labels)
+        ledger.declare_domains(declared, row_labels=self._backend.row_labels, privacy_unit=unit)
         ledger.set_budget(epsilon, delta, rho=rho)
 
     def _declared_domains(self, domains: Domain | None) -> dict[ColumnLabel, pd.Index]:
@@ -408,6 +429,115 @@ class DPAccessor:
             private=rng is None,
         )
 
+    def _contribution(
+        self, method: str, max_rows: int | None, max_groups: int | None, grouped: bool
+    ) -> _plans.Contribution:
+        """The call's contribution bounds, checked against the ledger's privacy unit."""
+        unit = self.ledger.privacy_unit
+        if unit is not None:
+            missing = [name for name in unit if name not in self._frame.columns]
+            if missing:
+                raise PrivacyUnitError(
+                    f"this data's privacy unit is {list(unit)!r}, but this frame lacks "
+                    f"{missing!r}, so no release can bound what one unit contributes. "
+                    f"Release from a frame that keeps the unit's columns (select them with "
+                    f'the others, df[["person_id", "wage"]]; a Series has lost them: use '
+                    f'df.dp.{method}("wage", ...) rather than df["wage"].dp.{method}).'
+                )
+        return _plans.contribution(unit, max_rows, max_groups, grouped, method)
+
+    def _key_selection_choice(
+        self, private_keys: bool, delta: PrivacyAmount, by: Columns | None
+    ) -> tuple[bool, Fraction]:
+        """Whether the call selects its keys privately, and the delta it spends on that."""
+        selecting = _validation.flag(private_keys, "private_keys")
+        dlt = _validation.delta(delta)
+        if selecting and (by is None or dlt == 0):
+            raise InvalidParameterError(
+                "private_keys=True selects which keys of by= to release, and needs delta > 0 "
+                "(the chance that a key held by one person is released), e.g. "
+                'df.dp.count(epsilon=1.0, by="query", private_keys=True, delta=1e-6).'
+            )
+        if not selecting and dlt:
+            raise InvalidParameterError(
+                "delta is spent only by private key selection (private_keys=True); this "
+                "release is pure epsilon-DP: drop delta."
+            )
+        return selecting, dlt
+
+    def _by_groups(self, by: Columns | None, domain: Domain | None, selecting: bool) -> list[Group]:
+        """The groupings of ``by``: declared domains, or keys found in the data for selection."""
+        if by is None:
+            return []
+        if not selecting:
+            return self._groups(by, domain, "by")
+        names = _validation.column_names(by, "by")
+        if len(names) != 1:
+            raise InvalidParameterError(
+                "private_keys=True selects the keys of one column; combine several into one "
+                'first, e.g. df.assign(key=df["a"].astype(str) + "|" + df["b"].astype(str)).'
+            )
+        name = self._backend.column_label(names[0], "by")
+        if (domain is not None and name in domain) or name in self.ledger.domains:
+            raise InvalidParameterError(
+                f"{name!r} has declared keys: release them all (drop private_keys and "
+                f"delta), since a declared key reveals nothing."
+            )
+        return [self._backend.observed_group(name, "by")]
+
+    def _selection_plan(
+        self,
+        scope: _plans.Scope,
+        epsilon: Fraction,
+        delta: Fraction,
+        contribution: _plans.Contribution,
+    ) -> tuple[Release | None, Fraction]:
+        """The key-selection release (half of epsilon, all of delta), and what is left."""
+        if not delta:
+            return None, epsilon
+        return _plans.selection_release(scope, epsilon / 2, delta, contribution), epsilon / 2
+
+    @staticmethod
+    def _select_keys(
+        rows: Rows,
+        groups: Sequence[Group],
+        contribution: _plans.Contribution,
+        selection: Release | None,
+        rng: np.random.Generator | None,
+    ) -> slice | NDArray[np.bool_]:
+        """The cells to release: all of them, or those private key selection keeps."""
+        if selection is None:
+            return slice(None)
+        unit, bounds = contribution.unit, contribution.bounds
+        if unit is None or bounds is None:  # one row, one unit: its count is the row count
+            present, max_groups = rows.count_table(groups), 1
+        else:
+            present, max_groups = rows.unit_counts(unit, groups), bounds.max_groups
+        return mechanisms.key_selection(
+            present.reshape(-1),
+            epsilon=selection.epsilon,
+            delta=selection.delta,
+            max_groups=max_groups,
+            rng=rng,
+        )
+
+    def _rows(
+        self,
+        where: Where,
+        groups: Sequence[Group],
+        contribution: _plans.Contribution,
+        rng: np.random.Generator | None,
+    ) -> Rows:
+        """The rows a release reads: filtered by ``where``, then bounded per unit.
+
+        The bounding's random choice is made when the rows are first aggregated, inside
+        the ledger transaction, so a refused call draws nothing.
+        """
+        rows = self._backend.rows(where)
+        if contribution.unit is None or contribution.bounds is None:
+            return rows
+        return rows.bounded(contribution.unit, contribution.bounds, groups, rng)
+
     # ------------------------------------------------------------ count
 
     @overload
@@ -419,6 +549,10 @@ class DPAccessor:
         where: Where = None,
         nonnegative: bool = False,
         domain: Domain | None = None,
+        private_keys: bool = False,
+        delta: PrivacyAmount = 0.0,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPInt: ...
     @overload
@@ -430,6 +564,10 @@ class DPAccessor:
         where: Where = None,
         nonnegative: bool = False,
         domain: Domain | None = None,
+        private_keys: bool = False,
+        delta: PrivacyAmount = 0.0,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[int]: ...
     def count(
@@ -440,6 +578,10 @@ class DPAccessor:
         where: Where = None,
         nonnegative: bool = False,
         domain: Domain | None = None,
+        private_keys: bool = False,
+        delta: PrivacyAmount = 0.0,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPInt | pd.Series[int]:
         """Noisy number of rows (that satisfy ``where``), overall or per group of ``by``.
@@ -460,6 +602,22 @@ class DPAccessor:
             upwards, so the default keeps them unbiased).
         domain : dict, optional
             Declared keys for grouping columns that are not Categorical.
+        private_keys : bool, default False
+            With ``by`` (one column) that has no declared domain: release only keys
+            found in the data *and* selected privately (seed 001's generalized decision
+            on each key's number of distinct units), so that no key reveals the presence
+            of one person. Needs ``delta > 0``; half of ``epsilon`` selects the keys and
+            half noises their values. Keys absent from the data never appear.
+        delta : float, default 0.0
+            The delta of the key selection; only with ``private_keys=True``, where it
+            bounds the probability that a key held by one person is released.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -503,24 +661,30 @@ class DPAccessor:
         eps = _validation.epsilon(epsilon)
         keep_nonnegative = _validation.flag(nonnegative, "nonnegative")
         generator = _validation.rng(rng)
-        groups = [] if by is None else self._groups(by, domain, "by")
-        rows = self._backend.rows(where)
+        selecting, dlt = self._key_selection_choice(private_keys, delta, by)
+        groups = self._by_groups(by, domain, selecting)
+        contribution = self._contribution("count", max_rows, max_groups, bool(groups))
+        rows = self._rows(where, groups, contribution, generator)
         post = ("negative counts set to 0",) if keep_nonnegative else ()
-        release = _plans.count_release(
-            self._scope("count", [], groups, where, generator), eps, post
-        )
+        scope = self._scope("count", [], groups, where, generator)
+        selection, values_share = self._selection_plan(scope, eps, dlt, contribution)
+        per_row = contribution.noise_epsilon(values_share)
+        release = contribution.charged(_plans.count_release(scope, per_row, post))
 
-        with self.ledger.transaction(eps) as spending:
+        with self.ledger.transaction(eps, dlt) as spending:
+            chosen = self._select_keys(rows, groups, contribution, selection, generator)
+            if selection is not None:
+                spending.drawn(selection)
             exact = rows.count_table(groups).reshape(-1) if groups else np.array([rows.count()])
-            noisy = mechanisms.geometric(exact, epsilon=eps, rng=generator)
+            noisy = mechanisms.geometric(exact[chosen], epsilon=per_row, rng=generator)
             spending.drawn(release)
 
         if keep_nonnegative:
             noisy = np.maximum(noisy, 0)
-        info = call_metadata(spending.parts)
+        info = call_metadata(spending.parts, release)
         if not groups:
             return _results.integer(int(noisy[0]), info)
-        return _results.series(noisy, _tables.labels(groups), "count", info)
+        return _results.series(noisy, _tables.labels(groups)[chosen], "count", info)
 
     # ------------------------------------------------------------ sum
 
@@ -534,7 +698,11 @@ class DPAccessor:
         by: None = None,
         where: Where = None,
         domain: Domain | None = None,
+        private_keys: bool = False,
+        delta: PrivacyAmount = 0.0,
         bounds_epsilon: PrivacyAmount | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat: ...
     @overload
@@ -547,7 +715,11 @@ class DPAccessor:
         by: Columns,
         where: Where = None,
         domain: Domain | None = None,
+        private_keys: bool = False,
+        delta: PrivacyAmount = 0.0,
         bounds_epsilon: PrivacyAmount | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]: ...
     def sum(
@@ -559,7 +731,11 @@ class DPAccessor:
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        private_keys: bool = False,
+        delta: PrivacyAmount = 0.0,
         bounds_epsilon: PrivacyAmount | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy sum of a numeric column, each value clamped into ``bounds``.
@@ -581,9 +757,25 @@ class DPAccessor:
             Sum only the rows satisfying this condition.
         domain : dict, optional
             Declared keys for grouping columns that are not Categorical.
+        private_keys : bool, default False
+            With ``by`` (one column) that has no declared domain: release only keys
+            found in the data *and* selected privately (seed 001's generalized decision
+            on each key's number of distinct units), so that no key reveals the presence
+            of one person. Needs ``delta > 0``; half of ``epsilon`` selects the keys and
+            half noises their values. Keys absent from the data never appear.
+        delta : float, default 0.0
+            The delta of the key selection; only with ``private_keys=True``, where it
+            bounds the probability that a key held by one person is released.
         bounds_epsilon : float, optional
             With ``bounds="auto"``: the share of ``epsilon`` spent on the bounds
             (default: a quarter). The sum itself gets the rest.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -629,36 +821,48 @@ class DPAccessor:
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
-        groups = [] if by is None else self._groups(by, domain, "by")
-        rows = self._backend.rows(where)
-        declared, bounds_share = _validation.sum_bounds_choice(bounds, bounds_epsilon, eps)
+        selecting, dlt = self._key_selection_choice(private_keys, delta, by)
+        groups = self._by_groups(by, domain, selecting)
+        contribution = self._contribution("sum", max_rows, max_groups, bool(groups))
+        rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("sum", [column], groups, where, generator)
-        _plans.check_sum_epsilon(eps - bounds_share)
+        selection, values_share = self._selection_plan(scope, eps, dlt, contribution)
+        declared, bounds_share = _validation.sum_bounds_choice(bounds, bounds_epsilon, values_share)
+        if selecting and declared is None:
+            raise InvalidParameterError(
+                'private_keys=True needs declared bounds=(lo, hi), not bounds="auto".'
+            )
+        sum_share = contribution.noise_epsilon(values_share - bounds_share)
+        bounds_share = contribution.noise_epsilon(bounds_share)
+        _plans.check_sum_epsilon(sum_share)
 
-        with self.ledger.transaction(eps) as spending:
+        with self.ledger.transaction(eps, dlt) as spending:
+            chosen = self._select_keys(rows, groups, contribution, selection, generator)
+            if selection is not None:
+                spending.drawn(selection)
             rule = None
             if declared is None:
                 estimate, threshold = _plans.bounds_release(scope, bounds_share)
                 histogram = mechanisms.geometric(
                     rows.log_histogram(values), epsilon=bounds_share, rng=generator
                 )
-                spending.drawn(estimate)
+                spending.drawn(contribution.charged(estimate))
                 lo, hi, rule = _plans.bounds_from_histogram(histogram, threshold, bounds_share)
                 declared = (lo, hi)
             grid = SumGrid.for_bounds(*declared)
-            release = _plans.sum_release(scope, eps - bounds_share, grid, bounds_rule=rule)
+            release = _plans.sum_release(scope, sum_share, grid, bounds_rule=rule)
             exact = (
                 rows.sum_table(values, grid, groups).reshape(-1)
                 if groups
                 else np.array([rows.sum(values, grid)], dtype=object)
             )
-            noisy = _noisy_units(exact, release.epsilon, grid, generator)
-            spending.drawn(release)
+            noisy = _noisy_units(exact[chosen], sum_share, grid, generator)
+            spending.drawn(contribution.charged(release))
 
         info = call_metadata(spending.parts)
         if not groups:
             return _results.real(float(noisy[0]), info)
-        return _results.series(noisy, _tables.labels(groups), str(column), info)
+        return _results.series(noisy, _tables.labels(groups)[chosen], str(column), info)
 
     # ------------------------------------------------------------ means, variances, quantiles
 
@@ -671,6 +875,8 @@ class DPAccessor:
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy mean of a numeric column (values clamped into ``bounds``), overall or per group.
@@ -689,6 +895,13 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -732,7 +945,9 @@ class DPAccessor:
         (['M', 'F'], 'Age')
         """
         where = _validation.where_in_caller(where)
-        return self._moment("mean", column, epsilon, bounds, 0, by, where, domain, rng)
+        return self._moment(
+            "mean", column, epsilon, bounds, 0, by, where, domain, max_rows, max_groups, rng
+        )
 
     def var(
         self,
@@ -744,6 +959,8 @@ class DPAccessor:
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy variance of a numeric column (values clamped into ``bounds``).
@@ -765,6 +982,13 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -800,7 +1024,9 @@ class DPAccessor:
         ['lower', 'upper']
         """
         where = _validation.where_in_caller(where)
-        return self._moment("var", column, epsilon, bounds, ddof, by, where, domain, rng)
+        return self._moment(
+            "var", column, epsilon, bounds, ddof, by, where, domain, max_rows, max_groups, rng
+        )
 
     def std(
         self,
@@ -812,6 +1038,8 @@ class DPAccessor:
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy standard deviation: the square root of :meth:`var` (same parameters).
@@ -832,6 +1060,13 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -859,7 +1094,9 @@ class DPAccessor:
         True
         """
         where = _validation.where_in_caller(where)
-        return self._moment("std", column, epsilon, bounds, ddof, by, where, domain, rng)
+        return self._moment(
+            "std", column, epsilon, bounds, ddof, by, where, domain, max_rows, max_groups, rng
+        )
 
     def _moment(
         self,
@@ -871,6 +1108,8 @@ class DPAccessor:
         by: Columns | None,
         where: Where,
         domain: Domain | None,
+        max_rows: int | None,
+        max_groups: int | None,
         rng: RNGLike | None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Release a mean, variance or standard deviation: its parts, then the estimate."""
@@ -878,17 +1117,20 @@ class DPAccessor:
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
         groups = [] if by is None else self._groups(by, domain, "by")
-        rows = self._backend.rows(where)
+        contribution = self._contribution(statistic, max_rows, max_groups, bool(groups))
+        rows = self._rows(where, groups, contribution, generator)
         scope = self._scope(statistic, [column], groups, where, generator)
-        moment = _plans.moment_release(scope, statistic, eps, _validation.sum_bounds(bounds), ddof)
+        per_row = contribution.noise_epsilon(eps)
+        checked = _validation.sum_bounds(bounds)
+        moment = _plans.moment_release(scope, statistic, per_row, checked, ddof)
 
         with self.ledger.transaction(eps) as spending:
             noisy = _noisy_parts(moment, rows.sum_tables(values, moment.grids, groups), generator)
-            spending.drawn(*moment.parts)
+            spending.drawn(*(contribution.charged(part) for part in moment.parts))
 
         estimate = _moments.moment_estimate(moment.plan, noisy, alpha=_plans.ALPHA)
         interval = {"lower": estimate.lower.tolist(), "upper": estimate.upper.tolist()}
-        summary = moment.summary.replace(
+        summary = contribution.charged(moment.summary).replace(
             details=(*moment.summary.details, ("noise_interval", interval))
         )
         info = call_metadata(spending.parts, summary)
@@ -907,6 +1149,8 @@ class DPAccessor:
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy quantile(s) of a numeric column, chosen from a declared grid of candidates.
@@ -930,6 +1174,13 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -971,16 +1222,18 @@ class DPAccessor:
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
         groups = [] if by is None else self._groups(by, domain, "by")
-        rows = self._backend.rows(where)
+        contribution = self._contribution("quantile", max_rows, max_groups, bool(groups))
+        rows = self._rows(where, groups, contribution, generator)
         checked = _validation.sum_bounds(bounds)
         grid, _ = _quantiles.candidate_cells(checked, candidates)
         scope = self._scope("quantile", [column], groups, where, generator)
-        release = _plans.quantile_release(scope, eps, q, checked, grid)
+        per_row = contribution.noise_epsilon(eps)
+        release = contribution.charged(_plans.quantile_release(scope, per_row, q, checked, grid))
 
         with self.ledger.transaction(eps) as spending:
             counts = rows.cell_table(values, grid, groups).reshape(-1, grid.size)
             released = mechanisms.quantile_of_counts(
-                counts, q, epsilon=eps, bounds=checked, candidates=grid, rng=generator
+                counts, q, epsilon=per_row, bounds=checked, candidates=grid, rng=generator
             )
             spending.drawn(release)
 
@@ -996,6 +1249,8 @@ class DPAccessor:
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy median: :meth:`quantile` at 0.5 (same parameters).
@@ -1016,6 +1271,13 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1054,6 +1316,8 @@ class DPAccessor:
             by=by,
             where=where,
             domain=domain,
+            max_rows=max_rows,
+            max_groups=max_groups,
             rng=rng,
         )
 
@@ -1071,6 +1335,8 @@ class DPAccessor:
         nonnegative: bool = False,
         where: Where = None,
         domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy ``df[column].value_counts()`` over the column's declared domain.
@@ -1096,6 +1362,13 @@ class DPAccessor:
             Count only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of ``column`` for this call.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1134,12 +1407,16 @@ class DPAccessor:
         if not _validation.flag(dropna, "dropna"):
             groups = [group.with_missing_cell() for group in groups]
         generator = _validation.rng(rng)
-        rows = self._backend.rows(where)
+        contribution = self._contribution("value_counts", max_rows, max_groups, True)
+        rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("value_counts", [], groups, where, generator)
-        release = _plans.count_release(scope, eps, ("sorted",) if sort else ())
+        per_row = contribution.noise_epsilon(eps)
+        release = contribution.charged(
+            _plans.count_release(scope, per_row, ("sorted",) if sort else ())
+        )
 
         with self.ledger.transaction(eps) as spending:
-            noisy = mechanisms.geometric(rows.count_table(groups), epsilon=eps, rng=generator)
+            noisy = mechanisms.geometric(rows.count_table(groups), epsilon=per_row, rng=generator)
             spending.drawn(release)
 
         return _tables.value_counts_result(
@@ -1153,6 +1430,7 @@ class DPAccessor:
         bounds: Mapping[ColumnLabel, Bounds],
         percentiles: Sequence[float] = (0.25, 0.5, 0.75),
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.DataFrame:
         """A noisy ``DataFrame.describe()``: count, mean, std and percentiles per column.
@@ -1169,6 +1447,9 @@ class DPAccessor:
             As in pandas.
         where : str, bool Series or bool array, optional
             Describe only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute; rows beyond it are dropped at random.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1207,15 +1488,23 @@ class DPAccessor:
         columns = _validation.describe_bounds(bounds)
         for column in columns:
             self._backend.numeric_column(column, "bounds")
-        rows = self._backend.rows(where)
+        contribution = self._contribution("describe", max_rows, None, False)
+        rows = self._rows(where, [], contribution, generator)
         share = eps / (2 * len(columns))
+        per_row = contribution.noise_epsilon(share)
         plans = [
             (
                 _plans.moment_release(
-                    self._scope("describe", [c], [], where, generator), "std", share, b, 1
+                    self._scope("describe", [c], [], where, generator), "std", per_row, b, 1
                 ),
-                _plans.quantile_release(
-                    self._scope("describe", [c], [], where, generator), share, percentiles, b, None
+                contribution.charged(
+                    _plans.quantile_release(
+                        self._scope("describe", [c], [], where, generator),
+                        per_row,
+                        percentiles,
+                        b,
+                        None,
+                    )
                 ),
             )
             for c, b in columns.items()
@@ -1225,10 +1514,10 @@ class DPAccessor:
             stats = []
             for column, (moment, quantiles) in zip(columns, plans, strict=True):
                 noisy = _noisy_parts(moment, rows.sum_tables(column, moment.grids, []), generator)
-                spending.drawn(*moment.parts)
+                spending.drawn(*(contribution.charged(part) for part in moment.parts))
                 candidates, _ = _quantiles.candidate_cells(columns[column], None)
                 released = mechanisms.quantile_of_counts(
-                    rows.cell_table(column, candidates, []), percentiles, epsilon=share,
+                    rows.cell_table(column, candidates, []), percentiles, epsilon=per_row,
                     bounds=columns[column], rng=generator,
                 )  # fmt: skip
                 spending.drawn(quantiles)
@@ -1287,6 +1576,8 @@ class DPAccessor:
         by: Columns | None,
         where: Where,
         domain: Domain | None,
+        max_rows: int | None,
+        max_groups: int | None,
         rng: RNGLike | None,
     ) -> pd.Series[int]:
         """Noisy number of non-missing values of ``column`` per group (``count()``)."""
@@ -1294,14 +1585,16 @@ class DPAccessor:
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
         groups = [] if by is None else self._groups(by, domain, "by")
-        rows = self._backend.rows(where)
+        contribution = self._contribution("count", max_rows, max_groups, bool(groups))
+        rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("count", [column], groups, where, generator)
-        release = _plans.count_release(scope, eps)
+        per_row = contribution.noise_epsilon(eps)
+        release = contribution.charged(_plans.count_release(scope, per_row))
         present = SumGrid(0.0, 1.0, 1.0, present=True, limit=1)
 
         with self.ledger.transaction(eps) as spending:
             (exact,) = rows.sum_tables(values, [present], groups)
-            noisy = _noisy_units(np.asarray(exact).reshape(-1), eps, present, generator)
+            noisy = _noisy_units(np.asarray(exact).reshape(-1), per_row, present, generator)
             spending.drawn(release)
 
         counts = np.rint(noisy).astype(np.int64)
@@ -1328,6 +1621,8 @@ class DPAccessor:
         dropna: bool = True,
         rownames: Sequence[ColumnLabel] | None = None,
         colnames: Sequence[ColumnLabel] | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.DataFrame:
         """A noisy ``pd.crosstab`` of two (sets of) columns over their declared domains.
@@ -1366,6 +1661,13 @@ class DPAccessor:
             with no rows are kept either way: which keys occur is private.
         rownames, colnames : sequence, optional
             Names of the row and column levels, one per grouping, as in ``pd.crosstab``.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1417,17 +1719,22 @@ class DPAccessor:
         summed = None if values is None else self._backend.numeric_column(values, "values")
         row_groups, col_groups = self._table_groups(index, columns, domain, options)
         groups = row_groups + col_groups
-        rows = self._backend.rows(None)
+        contribution = self._contribution("crosstab", max_rows, max_groups, True)
+        rows = self._rows(None, groups, contribution, generator)
         scope = self._scope("crosstab", [] if values is None else [values], groups, None, generator)
-        plan = _plans.table_plan(scope, eps, options, (_size(row_groups), _size(col_groups)))
+        per_row = contribution.noise_epsilon(eps)
+        shape = (_size(row_groups), _size(col_groups))
+        plan = _plans.table_plan(scope, per_row, options, shape)
+        plan = dataclasses.replace(plan, release=contribution.charged(plan.release))
 
         with self.ledger.transaction(eps) as spending:
             cells: NDArray[Any]
             if plan.grid is None or summed is None:
-                cells = mechanisms.geometric(rows.count_table(groups), epsilon=eps, rng=generator)
+                counts = rows.count_table(groups)
+                cells = mechanisms.geometric(counts, epsilon=per_row, rng=generator)
             else:
                 exact = rows.sum_table(summed, plan.grid, groups)
-                cells = _noisy_units(exact, eps, plan.grid, generator)
+                cells = _noisy_units(exact, per_row, plan.grid, generator)
             spending.drawn(plan.release)
 
         table, release = _tables.crosstab_result(cells, row_groups, col_groups, options, plan)
@@ -1465,6 +1772,23 @@ class DPAccessor:
 
     # ------------------------------------------------------------ threshold decision
 
+    @overload
+    def threshold_decision(  # type: ignore[overload-overlap]  # by=None (Hashable) wins
+        self,
+        *,
+        min_count: int,
+        epsilon: PrivacyAmount,
+        delta: PrivacyAmount = 0.0,
+        method: DecisionMethod = "laplace",
+        p: float = 0.5,
+        by: None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPBool: ...
+    @overload
     def threshold_decision(
         self,
         *,
@@ -1473,9 +1797,28 @@ class DPAccessor:
         delta: PrivacyAmount = 0.0,
         method: DecisionMethod = "laplace",
         p: float = 0.5,
+        by: Columns,
         where: Where = None,
+        domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
-    ) -> _results.DPBool:
+    ) -> pd.Series[bool]: ...
+    def threshold_decision(
+        self,
+        *,
+        min_count: int,
+        epsilon: PrivacyAmount,
+        delta: PrivacyAmount = 0.0,
+        method: DecisionMethod = "laplace",
+        p: float = 0.5,
+        by: Columns | None = None,
+        where: Where = None,
+        domain: Domain | None = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
+        rng: RNGLike | None = None,
+    ) -> _results.DPBool | pd.Series[bool]:
         """Decide, privately, whether there are at least ``min_count`` rows (satisfying ``where``).
 
         Parameters
@@ -1495,16 +1838,27 @@ class DPAccessor:
         p : float, default 0.5
             Probability of deciding True when the count is exactly ``min_count``
             (``"cutoff"`` has no such choice).
+        by : column name or list of names, optional
+            One decision per key of the declared domain (seed 001's rule in each cell).
         where : str, bool Series or bool array, optional
             As for :meth:`count`.
+        domain : dict, optional
+            Declared keys for grouping columns that are not Categorical.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (or to the result, ungrouped); rows beyond it are
+            dropped at random.
+        max_groups : int, optional
+            Required on a frame with a privacy unit for a grouped release: the most
+            groups (cells) one unit may contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only; recorded as not private.
 
         Returns
         -------
-        DPBool
+        DPBool or pandas.Series
             The decision: behaves as ``True`` or ``False``, with its metadata in ``.dp``
-            (:func:`dpframe.release_info`).
+            (:func:`dpframe.release_info`); with ``by``, a bool Series over the domain.
 
         See Also
         --------
@@ -1516,7 +1870,15 @@ class DPAccessor:
         Neighbouring data sets differ by one row, which moves the count by 1; each rule
         satisfies ``P(Q(N+1)=1) <= e^eps P(Q(N)=1) + delta`` and
         ``P(Q(N)=0) <= e^eps P(Q(N+1)=0) + delta`` for every N (seed 001), and the
-        decision is drawn as one exact Bernoulli trial.
+        decision is drawn as one exact Bernoulli trial. With ``by``, one row is in one
+        cell, so the decisions together cost one (parallel composition).
+
+        With a privacy unit, one unit moves at most ``max_groups`` cells, each by at most
+        ``max_rows`` rows. Each cell then decides on ``count // max_rows`` (which one
+        unit moves by at most 1) against ``ceil(min_count / max_rows)``, at
+        ``epsilon / max_groups`` and ``delta / max_groups`` (basic composition over the
+        cells a unit touches): the decision is about reaching ``min_count`` rounded up
+        to a multiple of ``max_rows``.
 
         References
         ----------
@@ -1534,26 +1896,30 @@ class DPAccessor:
         where = _validation.where_in_caller(where)
         params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
         generator = _validation.rng(rng)
-        rows = self._backend.rows(where)
-        cost_epsilon, cost_delta = _decisions.decision_cost(
-            params.epsilon, params.delta, params.method
-        )
-        scope = self._scope("threshold_decision", [], [], where, generator)
-        release = _plans.decision_release(scope, cost_epsilon, cost_delta, params.method)
+        groups = [] if by is None else self._groups(by, domain, "by")
+        contribution = self._contribution("threshold_decision", max_rows, max_groups, bool(groups))
+        rows = self._rows(where, groups, contribution, generator)
+        cell = contribution.decision_parameters(params)
+        scope = self._scope("threshold_decision", [], groups, where, generator)
+        release = contribution.charged_decision(_plans.decision_release(scope, cell, params))
 
-        with self.ledger.transaction(cost_epsilon, cost_delta) as spending:
+        with self.ledger.transaction(release.epsilon, release.delta) as spending:
+            counts = rows.count_table(groups).reshape(-1) if groups else np.array([rows.count()])
             decided = mechanisms.threshold_decision(
-                rows.count(),
-                min_count=params.min_count,
-                epsilon=epsilon,  # as given: the mechanism validates them the same way
-                delta=delta,
-                method=method,
-                p=p,
+                counts // contribution.rows_per_step,
+                min_count=cell.min_count,
+                epsilon=cell.epsilon,
+                delta=cell.delta,
+                method=cell.method,
+                p=cell.p,
                 rng=generator,
             )
             spending.drawn(release)
 
-        return _results.decision(decided, call_metadata(spending.parts))
+        info = call_metadata(spending.parts)
+        if not groups:
+            return _results.decision(bool(decided[0]), info)
+        return _results.series(decided, _tables.labels(groups), "decision", info)
 
 
 _Validate = Literal["one_to_one", "many_to_one"]

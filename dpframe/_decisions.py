@@ -48,7 +48,7 @@ from dpframe._exact import (
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
-__all__ = ["decision_probability", "threshold_decision"]
+__all__ = ["decision_probability", "key_selection", "threshold_decision"]
 
 METHODS = ("laplace", "cutoff", "generalized")
 
@@ -709,3 +709,102 @@ def threshold_decision(
         source=source,
     )
     return bool(decided[0]) if scalar else decided
+
+
+def key_selection(
+    counts: Sequence[int] | NDArray[np.integer[Any]],
+    *,
+    epsilon: float | Fraction,
+    delta: float | Fraction,
+    max_groups: int = 1,
+    rng: Any = None,
+) -> NDArray[np.bool_]:
+    """Choose, privately, which keys found in the data may be released (partition selection).
+
+    Each key is kept with a probability that rises with its count of distinct privacy
+    units: exactly 0 at count 0, at most ``delta / max_groups`` at count 1, then as fast
+    as ``(epsilon, delta)``-DP allows, reaching almost 1 after a few dozen units.
+
+    Parameters
+    ----------
+    counts : array_like of int
+        For each candidate key, the number of distinct units (people) with a row under
+        it, each unit counted under at most ``max_groups`` keys (``>= 0``).
+    epsilon : float
+        Privacy-loss parameter of the whole selection (> 0).
+    delta : float
+        The probability budget of the selection, in ``(0, 1)``: a key held by a single
+        unit is released with probability below ``delta / max_groups``.
+    max_groups : int, default 1
+        The most keys one unit is counted under.
+    rng : numpy.random.Generator or seed, optional
+        For teaching and tests only (the selection is then not private).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        True for the keys to release, shaped like ``counts``.
+
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For ``delta`` not in ``(0, 1)``, a bad ``epsilon``, ``max_groups`` below 1 or
+        not an integer, or negative or non-integer counts. Nothing is drawn before every
+        check passed.
+
+    See Also
+    --------
+    threshold_decision : The decision applied to each key.
+    decision_probability : Its probability curve.
+
+    Notes
+    -----
+    Neighbouring data sets differ by one unit, which changes at most ``max_groups``
+    counts, each by 1 (and can make a key appear or disappear). Each key gets seed
+    001's generalized decision (§6) at ``(epsilon / max_groups, delta / max_groups)``
+    with ``min_count = 1`` and ``p`` just below ``delta / max_groups``: the curve that
+    is 0 at count 0 and then rises by the largest step ``(ε, δ)``-DP allows,
+    ``f(n + 1) = e^ε f(n) + δ``. This is the optimal partition-selection rule of
+    Desfontaines, Voss, Gipson and Mandayam (PoPETs 2022), and by basic composition
+    over the at most ``max_groups`` keys one unit changes, the selection is
+    ``(epsilon, delta)``-DP. Because the probability at count 0 is exactly 0 (a dyadic
+    coin of probability 0), a key without units is never selected, whatever the
+    randomness. The decisions are exact Bernoulli trials (see
+    :func:`threshold_decision`).
+
+    References
+    ----------
+    Seed ``001_ac8d45847700a6b3.txt``, §6. D. Desfontaines, J. Voss, B. Gipson,
+    C. Mandayam, "Differentially private partition selection", PoPETs 2022(1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dpframe.mechanisms as dpm
+    >>> dpm.key_selection(np.array([0, 1, 5000]), epsilon=1.0, delta=1e-6).tolist()[::2]
+    [False, True]
+    """
+    checked = check_parameters(1, epsilon, delta, "generalized", 0.5)
+    if checked.delta <= 0:
+        raise InvalidParameterError(
+            "key selection needs delta > 0: a key held by one person must have a chance "
+            "to be released, and delta bounds it. Pass e.g. delta=1e-6 (below 1 / n)."
+        )
+    groups = _integer(max_groups, "max_groups", "Pass the most keys one unit is counted under.")
+    if groups < 1:
+        raise InvalidParameterError(f"max_groups must be at least 1, got {groups}.")
+    values = _counts(counts, "counts")
+    share_epsilon, share_delta = checked.epsilon / groups, checked.delta / groups
+    # p just below delta/k: the curve's value at count 0 then falls under its cut and is 0.
+    p = share_delta * (1 - Fraction(1, 2**30))
+    cell = check_parameters(1, share_epsilon, share_delta, "generalized", p)
+    decided = sample_decisions(
+        values,
+        min_count=1,
+        epsilon=cell.epsilon,
+        delta=cell.delta,
+        method="generalized",
+        p=cell.p,
+        source=bit_source(rng),
+    )
+    return np.asarray(decided & (values > 0))

@@ -76,7 +76,13 @@ class DPGroupBy:
         return DPSeriesGroupBy(self._accessor, self._by, self._domain, column)
 
     def size(
-        self, *, epsilon: PrivacyAmount, where: Where = None, rng: RNGLike | None = None
+        self,
+        *,
+        epsilon: PrivacyAmount,
+        where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
+        rng: RNGLike | None = None,
     ) -> pd.Series[int]:
         """Noisy number of rows per group, like ``DataFrameGroupBy.size()``.
 
@@ -86,6 +92,12 @@ class DPGroupBy:
             Privacy budget of this call.
         where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -109,7 +121,13 @@ class DPGroupBy:
         """
         where = _validation.where_in_caller(where)
         return self._accessor.count(
-            epsilon=epsilon, by=self._by, where=where, domain=self._domain, rng=rng
+            epsilon=epsilon,
+            by=self._by,
+            where=where,
+            domain=self._domain,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            rng=rng,
         )
 
 
@@ -149,11 +167,26 @@ class DPSeriesGroupBy:
         self._domain = domain
         self._column = column
 
-    def _common(self, where: Where, rng: RNGLike | None) -> dict[str, Any]:
-        return {"by": self._by, "domain": self._domain, "where": where, "rng": rng}
+    def _common(
+        self, where: Where, max_rows: int | None, max_groups: int | None, rng: RNGLike | None
+    ) -> dict[str, Any]:
+        return {
+            "by": self._by,
+            "domain": self._domain,
+            "where": where,
+            "max_rows": max_rows,
+            "max_groups": max_groups,
+            "rng": rng,
+        }
 
     def count(
-        self, *, epsilon: PrivacyAmount, where: Where = None, rng: RNGLike | None = None
+        self,
+        *,
+        epsilon: PrivacyAmount,
+        where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
+        rng: RNGLike | None = None,
     ) -> pd.Series[int]:
         """Noisy number of non-missing values per group, like ``SeriesGroupBy.count()``.
 
@@ -163,6 +196,12 @@ class DPSeriesGroupBy:
             Privacy budget of this call.
         where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -186,11 +225,17 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         return self._accessor._count_present(
-            self._column, epsilon=epsilon, **self._common(where, rng)
+            self._column, epsilon=epsilon, **self._common(where, max_rows, max_groups, rng)
         )
 
     def size(
-        self, *, epsilon: PrivacyAmount, where: Where = None, rng: RNGLike | None = None
+        self,
+        *,
+        epsilon: PrivacyAmount,
+        where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
+        rng: RNGLike | None = None,
     ) -> pd.Series[int]:
         """Noisy number of rows per group, like ``SeriesGroupBy.size()``.
 
@@ -200,6 +245,12 @@ class DPSeriesGroupBy:
             Privacy budget of this call.
         where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -223,7 +274,13 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         return self._accessor.count(
-            epsilon=epsilon, by=self._by, where=where, domain=self._domain, rng=rng
+            epsilon=epsilon,
+            by=self._by,
+            where=where,
+            domain=self._domain,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            rng=rng,
         )
 
     def sum(
@@ -232,6 +289,8 @@ class DPSeriesGroupBy:
         epsilon: PrivacyAmount,
         bounds: Bounds,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy clamped sum per group (:meth:`DPAccessor.sum` with ``by``).
@@ -244,6 +303,12 @@ class DPSeriesGroupBy:
             Declared range of one value.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -267,7 +332,10 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         result = self._accessor.sum(
-            self._column, epsilon=epsilon, bounds=bounds, **self._common(where, rng)
+            self._column,
+            epsilon=epsilon,
+            bounds=bounds,
+            **self._common(where, max_rows, max_groups, rng),
         )
         return _as_series(result)
 
@@ -277,6 +345,8 @@ class DPSeriesGroupBy:
         epsilon: PrivacyAmount,
         bounds: Bounds,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy mean per group (:meth:`DPAccessor.mean` with ``by``).
@@ -289,6 +359,12 @@ class DPSeriesGroupBy:
             Declared range of one value.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -312,7 +388,10 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         result = self._accessor.mean(
-            self._column, epsilon=epsilon, bounds=bounds, **self._common(where, rng)
+            self._column,
+            epsilon=epsilon,
+            bounds=bounds,
+            **self._common(where, max_rows, max_groups, rng),
         )
         return _as_series(result)
 
@@ -323,6 +402,8 @@ class DPSeriesGroupBy:
         bounds: Bounds,
         ddof: int = 1,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy variance per group (:meth:`DPAccessor.var` with ``by``).
@@ -337,6 +418,12 @@ class DPSeriesGroupBy:
             Delta degrees of freedom, as in pandas.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -360,7 +447,11 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         result = self._accessor.var(
-            self._column, epsilon=epsilon, bounds=bounds, ddof=ddof, **self._common(where, rng)
+            self._column,
+            epsilon=epsilon,
+            bounds=bounds,
+            ddof=ddof,
+            **self._common(where, max_rows, max_groups, rng),
         )
         return _as_series(result)
 
@@ -371,6 +462,8 @@ class DPSeriesGroupBy:
         bounds: Bounds,
         ddof: int = 1,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy standard deviation per group (:meth:`DPAccessor.std` with ``by``).
@@ -385,6 +478,12 @@ class DPSeriesGroupBy:
             Delta degrees of freedom, as in pandas.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -408,7 +507,11 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         result = self._accessor.std(
-            self._column, epsilon=epsilon, bounds=bounds, ddof=ddof, **self._common(where, rng)
+            self._column,
+            epsilon=epsilon,
+            bounds=bounds,
+            ddof=ddof,
+            **self._common(where, max_rows, max_groups, rng),
         )
         return _as_series(result)
 
@@ -420,6 +523,8 @@ class DPSeriesGroupBy:
         bounds: Bounds,
         candidates: Sequence[float] | None = None,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy quantile(s) per group (:meth:`DPAccessor.quantile` with ``by``).
@@ -436,6 +541,12 @@ class DPSeriesGroupBy:
             The grid the releases are chosen from.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -464,7 +575,7 @@ class DPSeriesGroupBy:
             epsilon=epsilon,
             bounds=bounds,
             candidates=candidates,
-            **self._common(where, rng),
+            **self._common(where, max_rows, max_groups, rng),
         )
         return _as_series(result)
 
@@ -475,6 +586,8 @@ class DPSeriesGroupBy:
         bounds: Bounds,
         candidates: Sequence[float] | None = None,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy median per group: :meth:`quantile` at 0.5.
@@ -489,6 +602,12 @@ class DPSeriesGroupBy:
             The grid the releases are chosen from.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -512,7 +631,14 @@ class DPSeriesGroupBy:
         """
         where = _validation.where_in_caller(where)
         return self.quantile(
-            0.5, epsilon=epsilon, bounds=bounds, candidates=candidates, where=where, rng=rng
+            0.5,
+            epsilon=epsilon,
+            bounds=bounds,
+            candidates=candidates,
+            where=where,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            rng=rng,
         )
 
     def agg(
@@ -522,6 +648,8 @@ class DPSeriesGroupBy:
         epsilon: PrivacyAmount,
         bounds: Bounds | None = None,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.DataFrame:
         """Several statistics per group, like ``SeriesGroupBy.agg([...])``.
@@ -538,6 +666,12 @@ class DPSeriesGroupBy:
             Declared range of one value, needed by every statistic but the counts.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Required on a frame with a privacy unit: the most rows one unit may
+            contribute to one group (rows beyond it are dropped at random).
+        max_groups : int, optional
+            Required on a frame with a privacy unit: the most groups one unit may
+            contribute to.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -574,7 +708,13 @@ class DPSeriesGroupBy:
         columns: dict[str, pd.Series[Any]] = {}
         for name in names:
             method = getattr(self, name)
-            kwargs: dict[str, Any] = {"epsilon": share, "where": where, "rng": rng}
+            kwargs: dict[str, Any] = {
+                "epsilon": share,
+                "where": where,
+                "max_rows": max_rows,
+                "max_groups": max_groups,
+                "rng": rng,
+            }
             if _AGGREGATIONS[name]:
                 kwargs["bounds"] = bounds
             columns[name] = method(**kwargs)

@@ -70,6 +70,9 @@ HISTORY_COLUMNS = (
     "noise_scale",
     "noise_error_bound",
     "private",
+    "privacy_unit",
+    "max_rows",
+    "max_groups",
 )
 
 #: Where pandas drops ``attrs`` (and so the ledger), said in the no-budget error.
@@ -374,7 +377,9 @@ class Ledger:
         the cost in the release's measure, exact internally and in :meth:`to_dict`;
         ``noise_scale`` and ``noise_error_bound`` (float64, NaN when the release has
         none; for a table, the largest bar of its cells and margins); ``private`` (bool:
-        False for releases drawn from a caller's ``rng``).
+        False for releases drawn from a caller's ``rng``); ``privacy_unit`` (str, empty
+        when one row is one unit), ``max_rows`` and ``max_groups`` (nullable Int64: the
+        contribution bounds of a release on a unit-protected frame).
         """
         with self._lock:
             releases = list(self._releases)
@@ -834,8 +839,14 @@ class Ledger:
             return (
                 f"Ledger(total={self._total_text()}, spent={self._account.spent()}, "
                 f"remaining={self._account.remaining() if self._budget_set else 'not set'}, "
-                f"releases={len(self._releases)})"
+                f"privacy_unit={self._unit_text(short=True)}, releases={len(self._releases)})"
             )
+
+    def _unit_text(self, short: bool = False) -> str:
+        """Who is protected, in words: the unit's columns, or one row."""
+        if self._privacy_unit is None:
+            return "one row" if short else "one row (each row a different person)"
+        return ", ".join(str(name) for name in self._privacy_unit)
 
     def _accounting_note(self) -> str:
         """How the ledger accounts, in one sentence (for the HTML summary)."""
@@ -873,6 +884,7 @@ class Ledger:
         status_note = (
             "" if status.startswith("Budget") else f"<p>budget: <b>{html.escape(status)}</b></p>"
         )
+        status_note += f"<p>privacy unit: <b>{html.escape(self._unit_text())}</b></p>"
         with_rho = any(amount.rho is not None for _, amount in rows)
 
         def cell(value: Fraction | float | None) -> str:
@@ -1128,6 +1140,9 @@ def _history_frame(releases: Sequence[Release]) -> pd.DataFrame:
                 [_largest(r.noise_error_bound) for r in releases], dtype=np.float64
             ),
             "private": np.array([r.private for r in releases], dtype=np.bool_),
+            "privacy_unit": text([", ".join(r.privacy_unit or ()) for r in releases]),
+            "max_rows": pd.array([r.max_rows for r in releases], dtype="Int64"),
+            "max_groups": pd.array([r.max_groups for r in releases], dtype="Int64"),
         },
         columns=list(HISTORY_COLUMNS),
     )

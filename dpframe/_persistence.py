@@ -129,6 +129,20 @@ def _parse_rho(value: object, what: str) -> Fraction | None:
     return None if value is None else _parse_finite(value, what)
 
 
+def _parse_unit(record: Mapping[str, object], where: str) -> dict[str, Any]:
+    """The privacy unit and contribution bounds of a release record (absent: per row)."""
+    unit = record.get("privacy_unit")
+    if unit is None:
+        return {}
+    limits = {}
+    for name in ("max_rows", "max_groups"):
+        value = record.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _bad_record(f"{where}.{name} should be a positive integer, got {value!r}")
+        limits[name] = value
+    return {"privacy_unit": _labels(unit, f"{where}.privacy_unit"), **limits}
+
+
 def parse_release(record: object, index: int) -> Release:
     """A :class:`Release` from its record (:meth:`Release.record`), refusing malformed ones."""
     where = f"history[{index}]"
@@ -169,6 +183,7 @@ def _parse_release(record: Mapping[str, object], where: str) -> Release:
             ),
             private=_validation.flag(record["private"], f"{where}.private"),
             rho=_parse_rho(record.get("rho"), f"{where}.rho"),
+            **_parse_unit(record, where),
         )
     except _BadRecordError:
         raise

@@ -19,17 +19,20 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpframe import mechanisms
+from dpframe import _decisions, mechanisms
 from dpframe._backends import SumGrid
+from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.kernels import LOG_EDGES, SUM_GRID_BITS
+from dpframe._decisions import DecisionParameters
 from dpframe._moments import MomentPlan, Statistic, moment_plan
 from dpframe._release import NOISE_ONLY, NOISE_ONLY_CLAMPED, JSONValue, Release
-from dpframe._typing import Bounds
+from dpframe._typing import Bounds, ColumnLabel
 from dpframe._validation import CrosstabOptions
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import InvalidParameterError, PrivacyUnitError
 
 __all__ = [
     "ALPHA",
+    "Contribution",
     "MomentRelease",
     "Scope",
     "TableBars",
@@ -37,10 +40,12 @@ __all__ = [
     "bounds_from_histogram",
     "bounds_release",
     "check_sum_epsilon",
+    "contribution",
     "count_release",
     "decision_release",
     "moment_release",
     "quantile_release",
+    "selection_release",
     "sum_release",
     "table_bars",
     "table_plan",
@@ -48,6 +53,134 @@ __all__ = [
 
 #: Error bars are 95% half-widths.
 ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one privacy unit may contribute to a call, and what that does to its cost.
+
+    ``unit`` is None when one row is one unit (factor 1: nothing changes). Otherwise the
+    call's rows are bounded to at most ``bounds.max_rows`` rows per cell in at most
+    ``bounds.max_groups`` cells per unit, so removing a unit removes at most
+    ``factor = max_rows * max_groups`` rows of the bounded data, and the bounding of the
+    other units does not depend on it (each unit's rows are chosen independently). Every
+    pure-DP mechanism of the call is then run at ``epsilon / factor`` for one row, which
+    is ``epsilon``-DP for one unit (group privacy; for the geometric and Laplace noise
+    of counts and sums this is the same noise as scaling the L1 sensitivity by
+    ``factor``), and its release is recorded at ``epsilon`` with that sensitivity.
+    """
+
+    unit: tuple[ColumnLabel, ...] | None
+    bounds: ContributionBounds | None
+
+    @property
+    def factor(self) -> int:
+        """The most rows of the bounded data one unit can hold (1 when a row is a unit)."""
+        return 1 if self.bounds is None else self.bounds.l1
+
+    def noise_epsilon(self, epsilon: Fraction) -> Fraction:
+        """The per-row epsilon at which noise is drawn to spend ``epsilon`` per unit."""
+        return epsilon / self.factor
+
+    @property
+    def rows_per_step(self) -> int:
+        """How many rows of one unit one step of a decision's count stands for."""
+        return 1 if self.bounds is None else self.bounds.max_rows
+
+    def decision_parameters(self, asked: DecisionParameters) -> DecisionParameters:
+        """The parameters of each cell's threshold decision, checked.
+
+        One unit moves at most ``max_groups`` cells by at most ``max_rows`` rows each, so
+        ``count // max_rows`` moves by at most 1 in each: each cell decides on it against
+        ``ceil(min_count / max_rows)`` at ``(epsilon, delta) / max_groups``.
+        """
+        if self.bounds is None:
+            return asked
+        cells = self.bounds.max_groups
+        return _decisions.check_parameters(
+            -(-asked.min_count // self.bounds.max_rows),
+            asked.epsilon / cells,
+            asked.delta / cells,
+            asked.method,
+            asked.p,
+        )
+
+    def charged_decision(self, release: Release) -> Release:
+        """A decision release (planned per cell) as charged per unit: times ``max_groups``."""
+        if self.unit is None or self.bounds is None:
+            return release
+        cells = self.bounds.max_groups
+        return release.replace(
+            epsilon=release.epsilon * cells,
+            delta=release.delta * cells,
+            sensitivity=float(self.bounds.max_rows),
+            privacy_unit=tuple(str(name) for name in self.unit),
+            max_rows=self.bounds.max_rows,
+            max_groups=cells,
+        )
+
+    def charged(self, release: Release) -> Release:
+        """``release`` (planned per row at :meth:`noise_epsilon`) as charged per unit."""
+        if self.unit is None or self.bounds is None:
+            return release
+        factor = self.factor
+        return release.replace(
+            epsilon=release.epsilon * factor,
+            sensitivity=None if release.sensitivity is None else release.sensitivity * factor,
+            privacy_unit=tuple(str(name) for name in self.unit),
+            max_rows=self.bounds.max_rows,
+            max_groups=self.bounds.max_groups,
+        )
+
+
+def contribution(
+    unit: tuple[ColumnLabel, ...] | None,
+    max_rows: int | None,
+    max_groups: int | None,
+    grouped: bool,
+    method: str,
+) -> Contribution:
+    """Check a call's contribution bounds against the ledger's privacy unit.
+
+    On a unit-protected frame ``max_rows`` is required, and ``max_groups`` too when the
+    call has groups; neither may be given otherwise (they would mean nothing, and a
+    reader of the code would think the data protected per person). ``method`` names the
+    call in the error's example.
+    """
+    if unit is None:
+        pairs = (("max_rows", max_rows), ("max_groups", max_groups))
+        given = [name for name, value in pairs if value is not None]
+        if given:
+            raise PrivacyUnitError(
+                f"{' and '.join(given)} bound what one privacy unit "
+                f"(a person, a household) contributes, but this frame declares no unit: each "
+                f"row is taken to be a different person. Declare the unit on the frame the "
+                f'budget is set on, df.dp.set_budget(epsilon, privacy_unit="person_id"), or '
+                f"drop these arguments."
+            )
+        return Contribution(None, None)
+    names = ", ".join(repr(name) for name in unit)
+    example = (
+        f"df.dp.{method}(..., max_rows=1, max_groups=8)"
+        if grouped
+        else f"df.dp.{method}(..., max_rows=8)"
+    )
+    if max_rows is None or (grouped and max_groups is None):
+        raise PrivacyUnitError(
+            f"this frame's privacy unit is {names}: a release must bound what one unit "
+            f"contributes, with bounds chosen from how the data were collected, never read "
+            f"from the data. max_rows= is the most rows one unit may add to one cell (or to "
+            f"an ungrouped statistic); for a grouped release, max_groups= is the most groups "
+            f"(cells) one unit may appear in. For a panel of 8 yearly waves with one row per "
+            f"person and year: {example}. Rows beyond the bounds are dropped at random, and "
+            f"the noise grows with max_rows * max_groups."
+        )
+    if not grouped and max_groups is not None:
+        raise InvalidParameterError(
+            "max_groups bounds the groups (cells) one unit appears in, but this release is "
+            "not grouped (one cell); drop max_groups."
+        )
+    return Contribution(unit, ContributionBounds(max_rows, 1 if max_groups is None else max_groups))
 
 
 @dataclass(frozen=True)
@@ -441,14 +574,53 @@ def quantile_release(
 # ---------------------------------------------------------------- decisions
 
 
-def decision_release(scope: Scope, epsilon: Fraction, delta: Fraction, method: str) -> Release:
-    """A threshold decision of seed 001 (no noise scale: the output is one exact coin)."""
+def selection_release(
+    scope: Scope, epsilon: Fraction, delta: Fraction, contribution: Contribution
+) -> Release:
+    """Private key selection (:func:`dpframe.mechanisms.key_selection`), charged per unit.
+
+    The keys are the grouping column's values found in the data; each is kept by seed
+    001's generalized decision on its number of distinct units, one unit touching at
+    most ``max_groups`` keys. Neither the candidates nor their number are recorded: they
+    come from the data.
+    """
+    bounds = contribution.bounds
+    return Release(
+        method=f"{scope.method} (key selection)",
+        columns=scope.columns,
+        where=scope.where,
+        by=scope.by,
+        mechanism="generalized decision per key found in the data (partition selection)",
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=1.0,
+        noise_scale=None,
+        private=scope.private,
+        alpha=None,
+        error_bound_covers="no error bar: a key is released or not",
+        privacy_unit=None
+        if contribution.unit is None
+        else tuple(str(name) for name in contribution.unit),
+        max_rows=None if bounds is None else bounds.max_rows,
+        max_groups=None if bounds is None else bounds.max_groups,
+    )
+
+
+def decision_release(scope: Scope, cell: DecisionParameters, asked: DecisionParameters) -> Release:
+    """Threshold decisions of seed 001, one per cell (each one exact coin, no noise scale).
+
+    ``cell`` holds the parameters each cell's decision is drawn with, ``asked`` those of
+    the call (they differ on a unit-protected frame, see
+    :meth:`Contribution.decision_parameters`). The cost is one cell's: a row is in one
+    cell (parallel composition).
+    """
+    epsilon, delta = _decisions.decision_cost(cell.epsilon, cell.delta, cell.method)
     return Release(
         method=scope.method,
         columns=scope.columns,
         where=scope.where,
         by=scope.by,
-        mechanism=f"{method} decision",
+        mechanism=f"{cell.method} decision",
         epsilon=epsilon,
         delta=delta,
         sensitivity=1.0,
@@ -456,4 +628,9 @@ def decision_release(scope: Scope, epsilon: Fraction, delta: Fraction, method: s
         private=scope.private,
         alpha=None,
         error_bound_covers=NOISE_ONLY,
+        details=(
+            ("min_count", asked.min_count),
+            ("decided_at", cell.min_count),
+            ("p", float(cell.p)),
+        ),
     )

@@ -109,6 +109,12 @@ class Release:
         The exact zCDP cost of a zCDP release (discrete Gaussian noise), whose
         ``epsilon`` and ``delta`` are then 0: a release is measured in one measure only
         (see :attr:`measure`). None for pure and approximate releases.
+    privacy_unit : tuple of str or None
+        The columns identifying the protected entity when the ledger declares one (then
+        ``sensitivity`` is what one *unit* can change); None when one row is one unit.
+    max_rows, max_groups : int or None
+        The contribution bounds enforced before the release on a unit-protected frame:
+        the most rows one unit kept per cell, and the most cells it kept rows in.
     """
 
     method: str
@@ -129,6 +135,9 @@ class Release:
     details: tuple[tuple[str, JSONValue], ...] = ()
     time: datetime.datetime = dataclasses.field(default_factory=_now)
     rho: Fraction | None = None
+    privacy_unit: tuple[str, ...] | None = None
+    max_rows: int | None = None
+    max_groups: int | None = None
 
     @property
     def measure(self) -> Measure:
@@ -145,6 +154,13 @@ class Release:
     def replace(self, **changes: object) -> Release:
         """A copy with some fields changed (the release itself never changes)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def _unit_fields(self) -> dict[str, JSONValue]:
+        return {
+            "privacy_unit": None if self.privacy_unit is None else list(self.privacy_unit),
+            "max_rows": self.max_rows,
+            "max_groups": self.max_groups,
+        }
 
     def metadata(self) -> dict[str, JSONValue]:
         """What :func:`dpframe.release_info` shows: plain, JSON-serializable data."""
@@ -167,6 +183,7 @@ class Release:
             "noise_error_bound": _jsonable(self.noise_error_bound),
             "error_bound_covers": self.error_bound_covers,
             "private": self.private,
+            **self._unit_fields(),
             "post_processing": list(self.post_processing),
             **{key: _jsonable(value) for key, value in self.details},
         }
@@ -176,12 +193,16 @@ class Release:
 
         Read back by :func:`dpframe._persistence.parse_release`. A table's error bar is
         kept as its largest cell or margin bar. A zCDP release adds ``"rho"`` (an exact
-        fraction string); records without it (version 2) are pure or approximate.
+        fraction string); records without it (version 2) are pure or approximate. A
+        release on a unit-protected frame adds ``"privacy_unit"``, ``"max_rows"`` and
+        ``"max_groups"``.
         """
         bound = self.noise_error_bound
         if isinstance(bound, np.ndarray):
             bound = float(bound.max()) if bound.size else None
-        zcdp: dict[str, JSONValue] = {} if self.rho is None else {"rho": str(self.rho)}
+        extra: dict[str, JSONValue] = {} if self.rho is None else {"rho": str(self.rho)}
+        if self.privacy_unit is not None:
+            extra.update(self._unit_fields())
         return {
             "time": self.time.isoformat(),
             "method": self.method,
@@ -197,7 +218,7 @@ class Release:
             "alpha": self.alpha,
             "noise_error_bound": None if bound is None else float(bound),
             "private": self.private,
-            **zcdp,
+            **extra,
         }
 
     def summary(self) -> dict[str, JSONValue]:

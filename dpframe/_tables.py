@@ -330,5 +330,8 @@ def describe_result(
             "percentiles; clamping bias is not included"
         ),
         details=(("split", split), ("noise_interval", intervals)),
+        privacy_unit=first.privacy_unit,
+        max_rows=first.max_rows,
+        max_groups=first.max_groups,
     )
     return frame(table, call_metadata(parts, summary))

@@ -466,7 +466,9 @@ def declared_domain(
             f"column {name!r} has no declared domain, and dpframe never reads group keys from "
             f"the data (releasing only the keys present reveals who is in it). Declare every "
             f"possible key, for this call with domain={{{name!r}: [...]}}, or once for the "
-            f"data set with df.dp.set_budget(..., domains={{{name!r}: [...]}})."
+            f"data set with df.dp.set_budget(..., domains={{{name!r}: [...]}}). When the keys "
+            f"cannot be listed (free text, codes), count and sum can select them privately: "
+            f"private_keys=True, delta=1e-6."
             + (
                 f" Its Categorical categories are not enough: astype('category') takes them "
                 f"from the data; if they come from a code book, say so with "

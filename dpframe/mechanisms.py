@@ -13,7 +13,7 @@ bars alike, so each mechanism has one route in.
 
 from __future__ import annotations
 
-from dpframe._decisions import decision_probability, threshold_decision
+from dpframe._decisions import decision_probability, key_selection, threshold_decision
 from dpframe._gaussian import discrete_gaussian, discrete_gaussian_accuracy
 from dpframe._geometric import geometric, geometric_accuracy, geometric_rejection_epsilon
 from dpframe._laplace import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
@@ -33,6 +33,7 @@ __all__ = [
     "geometric",
     "geometric_accuracy",
     "geometric_rejection_epsilon",
+    "key_selection",
     "laplace",
     "laplace_accuracy",
     "quantile",

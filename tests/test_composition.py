@@ -640,7 +640,7 @@ def test_display_shows_each_measure_and_both_forms() -> None:
     rho_budget = budgeted(rho=0.015)
     assert repr(rho_budget) == (
         "Ledger(total=Budget(rho=0.015), spent=Budget(rho=0), remaining=Budget(rho=0.015), "
-        "releases=0)"
+        "privacy_unit=one row, releases=0)"
     )
     assert "Accounted in zCDP" in rho_budget._repr_html_()
 

@@ -389,6 +389,9 @@ def test_history_columns_dtypes_and_values() -> None:
         "noise_scale",
         "noise_error_bound",
         "private",
+        "privacy_unit",
+        "max_rows",
+        "max_groups",
     ]
     for frame in (empty, history):
         assert list(frame.columns) == expected
@@ -399,7 +402,12 @@ def test_history_columns_dtypes_and_values() -> None:
         for column in ("epsilon", "delta", "rho", "noise_scale", "noise_error_bound"):
             assert frame[column].dtype == np.float64
         assert frame["private"].dtype == np.bool_
+        assert pd.api.types.is_string_dtype(frame["privacy_unit"].dtype)
+        assert frame["max_rows"].dtype == "Int64"
+        assert frame["max_groups"].dtype == "Int64"
     assert len(empty) == 0
+    assert history["privacy_unit"].tolist() == ["", ""]
+    assert history["max_rows"].isna().all()
     assert len(history) == 2
     assert list(history["method"]) == ["crosstab", "sum"]
     assert list(history["columns"]) == ["Occupation, Sex", "income"]
@@ -441,7 +449,8 @@ def test_repr_and_to_dict_are_exact_and_json_serializable() -> None:
         charge(ledger, F(1, 11))
     assert repr(ledger) == (
         "Ledger(total=Budget(epsilon=1, delta=0), spent=Budget(epsilon=3/11 (≈0.272727), "
-        "delta=0), remaining=Budget(epsilon=8/11 (≈0.727273), delta=0), releases=3)"
+        "delta=0), remaining=Budget(epsilon=8/11 (≈0.727273), delta=0), "
+        "privacy_unit=one row, releases=3)"
     )
     state = json.loads(json.dumps(ledger.to_dict()))
     assert state["format"] == "dpframe.ledger"

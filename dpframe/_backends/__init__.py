@@ -87,6 +87,16 @@ class Rows(Protocol):
         """
         ...
 
+    def unit_counts(
+        self, unit: Sequence[ColumnLabel], groups: Sequence[Group]
+    ) -> NDArray[np.int64]:
+        """Distinct privacy units with a row in each cell, shaped like :meth:`count_table`.
+
+        For private key selection, on rows already :meth:`bounded`; rows with a missing
+        unit id count for no unit.
+        """
+        ...
+
 
 class Backend(Protocol):
     """What the ``.dp`` accessor needs from a frame."""
@@ -98,6 +108,14 @@ class Backend(Protocol):
 
     def group(self, name: ColumnLabel, domain: Domain | None, param: str) -> Group:
         """A grouping column resolved against its declared domain (schema only)."""
+        ...
+
+    def observed_group(self, name: ColumnLabel, param: str) -> Group:
+        """A grouping whose keys are those found in the data, sorted (reads the column).
+
+        Only for private key selection, which releases none of these keys unless it
+        selects it privately.
+        """
         ...
 
     def column_label(self, key: object, param: str) -> ColumnLabel:

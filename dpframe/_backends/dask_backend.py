@@ -128,7 +128,7 @@ from dpframe import _attrs, _validation
 from dpframe._accessor import DPAccessor
 from dpframe._backends import Group, SumGrid, register_backend
 from dpframe._backends.bounding import ContributionBounds
-from dpframe._backends.pandas_backend import PandasRows
+from dpframe._backends.pandas_backend import PandasRows, observed_domain
 from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import (
@@ -415,6 +415,8 @@ def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]
         return rows.count_table(query.groups).reshape(-1)
     if query.kind == "log":
         return rows.log_histogram(query.column)
+    if query.kind == "units":
+        return rows.unit_counts(query.column, query.groups).reshape(-1)
     if query.kind == "parts":  # every part flat, one after the other (Python ints if large)
         parts = rows.sum_tables(query.column, query.grids, query.groups)
         return np.concatenate([np.asarray(p, dtype=object).reshape(-1) for p in parts])
@@ -528,6 +530,16 @@ class DaskRows:
     def log_histogram(self, column: ColumnLabel) -> NDArray[np.int64]:
         return self._aggregate(_Query("log", column=column), [column])
 
+    def unit_counts(
+        self, unit: Sequence[ColumnLabel], groups: Sequence[Group]
+    ) -> NDArray[np.int64]:
+        """Per partition, after the shuffle that puts each unit's rows in one partition."""
+        if self._bounding is None:  # pragma: no cover - the accessor bounds rows first
+            raise InvalidParameterError("internal error: unit counts of unbounded rows")
+        query = _Query("units", groups=tuple(groups), column=tuple(unit))
+        flat = self._aggregate(query, [*unit, *[g.name for g in groups]])
+        return flat.reshape([len(g.domain) for g in groups])
+
     def _aggregate(self, query: _Query, columns: Sequence[Any]) -> NDArray[Any]:
         """Run ``query`` on every partition and add the results exactly, in one Dask compute.
 
@@ -617,6 +629,12 @@ class DaskBackend:
         declared = _validation.declared_domain(_known(dtype), name, domain, self.ledger.domains)
         return Group(name, declared, column.dtype)
 
+    def observed_group(self, name: ColumnLabel, param: str) -> Group:
+        column = _validation.column(self._meta, name, param)
+        found = self._frame[name].dropna().unique().compute()
+        keys = pd.Index(pd.unique(np.asarray(found, dtype=object)), dtype=object)
+        return Group(name, observed_domain(keys, _known(column.dtype), name), column.dtype)
+
     def column_label(self, key: object, param: str) -> ColumnLabel:
         if not isinstance(key, dd.Series):
             return key
@@ -651,8 +669,10 @@ class DaskBackend:
         """
         # The ledger the release will be charged to; refuse data that repeats its rows.
         ledger, tree, derived = _resolve(self._frame)
+        # With a privacy unit, repeated rows are bounded per unit at release time.
+        per_row = ledger.privacy_unit is None
         repeated = _repeated_rows(tree, derived)
-        if repeated is not None:
+        if repeated is not None and per_row:
             raise _refuse_repeated_rows(ledger, repeated)
         if where is None:
             return DaskRows(self._frame, None)
@@ -682,7 +702,7 @@ class DaskBackend:
         if foreign:
             raise _conflict([ledger, foreign[0]], "where=")
         repeated = _repeated_rows(where_tree, _derived_from(where_tree, ledger))
-        if repeated is not None:
+        if repeated is not None and per_row:
             raise _refuse_repeated_rows(ledger, repeated)
         return DaskRows(self._frame, _Filter(where))
 

@@ -6,7 +6,8 @@ the columns' codes and values; nothing here draws noise.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,23 @@ __all__ = ["PandasBackend", "PandasRows"]
 
 
 class PandasRows:
-    """The rows of a pandas frame selected by a filter (a boolean mask, or all)."""
+    """The rows of a pandas frame selected by a filter (a boolean mask, or all).
 
-    def __init__(self, frame: pd.DataFrame, mask: NDArray[np.bool_] | None) -> None:
+    The mask may be given as a function, computed on first use: contribution bounding
+    draws randomness, and a call the ledger refuses must draw nothing.
+    """
+
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        mask: NDArray[np.bool_] | Callable[[], NDArray[np.bool_]] | None,
+    ) -> None:
         self._frame = frame
-        self._mask = mask
+        self._given = mask
+
+    @functools.cached_property
+    def _mask(self) -> NDArray[np.bool_] | None:
+        return self._given() if callable(self._given) else self._given
 
     def _codes(self, groups: Sequence[Group]) -> list[kernels.Codes]:
         return [kernels.domain_codes(self._frame[g.name], g.domain) for g in groups]
@@ -79,20 +92,49 @@ class PandasRows:
         groups: Sequence[Group],
         rng: np.random.Generator | None,
     ) -> PandasRows:
-        units = unit_codes(self._frame, unit)
-        cells = None
-        if groups:
-            cells = bounding.cell_numbers(self._codes(groups), [len(g.domain) for g in groups])
-        if self._mask is not None:  # rows filtered out are in no cell: never kept
-            cells = np.where(self._mask, 0 if cells is None else cells, -1)
-        keep = bounding.contribution_mask(
-            units,
-            cells,
-            max_rows=bounds.max_rows,
-            max_groups=bounds.max_groups,
-            source=bit_source(rng),
-        )
+        def keep() -> NDArray[np.bool_]:
+            units = unit_codes(self._frame, unit)
+            cells = None
+            if groups:
+                sizes = [len(g.domain) for g in groups]
+                cells = bounding.cell_numbers(self._codes(groups), sizes)
+            if self._mask is not None:  # rows filtered out are in no cell: never kept
+                cells = np.where(self._mask, 0 if cells is None else cells, -1)
+            return bounding.contribution_mask(
+                units,
+                cells,
+                max_rows=bounds.max_rows,
+                max_groups=bounds.max_groups,
+                source=bit_source(rng),
+            )
+
         return PandasRows(self._frame, keep)
+
+    def unit_counts(
+        self, unit: Sequence[ColumnLabel], groups: Sequence[Group]
+    ) -> NDArray[np.int64]:
+        sizes = [len(g.domain) for g in groups]
+        units = unit_codes(self._frame, unit)
+        cells = bounding.cell_numbers(self._codes(groups), sizes)
+        present = (units >= 0) & (cells >= 0)
+        if self._mask is not None:
+            present &= self._mask
+        pairs = pd.DataFrame({"cell": cells[present], "unit": units[present]}).drop_duplicates()
+        counts = np.bincount(pairs["cell"].to_numpy(), minlength=int(np.prod(sizes)))
+        return counts.astype(np.int64).reshape(sizes)
+
+
+def observed_domain(keys: pd.Index, dtype: Any, name: ColumnLabel) -> pd.Index:
+    """The keys found in a column, in a data-independent order (sorted; by type and text
+    when the keys do not compare), checked against its dtype like a declared domain.
+
+    The order of first appearance would tell which key comes first in the data.
+    """
+    try:
+        ordered = keys.sort_values()
+    except TypeError:
+        ordered = pd.Index(sorted(keys, key=lambda k: (type(k).__name__, str(k))), dtype=object)
+    return _validation.declared_domain(dtype, name, {name: ordered}, {})
 
 
 def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.intp]:
@@ -120,6 +162,11 @@ class PandasBackend:
         dtype = _validation.column(self._frame, name, param).dtype
         declared = _validation.declared_domain(dtype, name, domain, self.ledger.domains)
         return Group(name, declared, dtype)
+
+    def observed_group(self, name: ColumnLabel, param: str) -> Group:
+        column = _validation.column(self._frame, name, param)
+        keys = pd.Index(pd.unique(column.dropna().to_numpy(dtype=object)), dtype=object)
+        return Group(name, observed_domain(keys, column.dtype, name), column.dtype)
 
     def column_label(self, key: object, param: str) -> ColumnLabel:
         if not isinstance(key, pd.Series):
@@ -154,7 +201,9 @@ class PandasBackend:
     def rows(self, where: Where) -> PandasRows:
         labels = self.ledger.row_labels
         index = self._frame.index
-        if labels is not None and tuple(index.names) == labels and not index.is_unique:
+        repeats_rows = labels is not None and tuple(index.names) == labels and not index.is_unique
+        # With a privacy unit, repeated rows are bounded per unit at release time.
+        if repeats_rows and self.ledger.privacy_unit is None:
             raise PrivacyUnitError(
                 "This frame repeats index labels that were unique in the frame given the "
                 "budget (e.g. pd.concat([df, df]) or a merge that duplicated rows), so some "
