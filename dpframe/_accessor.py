@@ -17,7 +17,7 @@ Every method reads top to bottom, in the same five steps:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -310,7 +310,10 @@ class DPAccessor:
         -----
         Releases assume each row belongs to a different person. A many-to-one merge with
         a public table keeps that; merging a frame with (a part of) itself is allowed
-        only one-to-one, which pandas checks on the keys.
+        only one-to-one, which pandas checks on the keys. With a privacy unit, every
+        merge may repeat a unit's rows (each release bounds them), but a merge with the
+        same data must join on the unit's columns (``on=["person_id", ...]``): on other
+        keys a row would carry another unit's values, which no bound on this unit limits.
 
         Examples
         --------
@@ -325,6 +328,12 @@ class DPAccessor:
         True
         """
         frame, ledger = self._pandas_frame("merge"), self.ledger
+        if ledger.privacy_unit is not None:  # a unit's repeated rows are bounded per release
+            if _same_ledger(ledger, right):
+                _check_unit_self_merge(ledger.privacy_unit, kwargs)
+            merged = frame.merge(right, **kwargs)
+            _attrs.attach(merged, ledger)
+            return merged
         if kwargs.get("how") == "cross":
             raise PrivacyUnitError(
                 'how="cross" pairs every row with every row of the other frame, so each person '
@@ -383,9 +392,20 @@ class DPAccessor:
                 "df.dp.join takes one frame at a time, so that each join can be checked; "
                 "chain the calls: df.dp.join(a).dp.join(b)."
             )
+        same_data = _same_ledger(ledger, other)
+        if ledger.privacy_unit is not None:  # a unit's repeated rows are bounded per release
+            if same_data:
+                raise PrivacyUnitError(
+                    "joining this frame with a frame of the same data on the index could put "
+                    "another unit's values in this unit's rows; use df.dp.merge(other, "
+                    f"on={list(ledger.privacy_unit)!r} + [...]), which pairs rows of one unit."
+                )
+            joined = frame.join(other, **kwargs)
+            _attrs.attach(joined, ledger)
+            return joined
         if kwargs.get("how") == "cross":
             raise PrivacyUnitError('how="cross" would give each person many rows.')
-        validate = _merge_validate(kwargs.pop("validate", None), _same_ledger(ledger, other))
+        validate = _merge_validate(kwargs.pop("validate", None), same_data)
         try:
             joined = frame.join(other, validate=validate, **kwargs)
         except pd.errors.MergeError as error:
@@ -1950,6 +1970,25 @@ def _same_ledger(ledger: Ledger, other: object) -> bool:
             "combine the raw data first and call .dp.set_budget once on the combined frame."
         )
     return True
+
+
+def _check_unit_self_merge(unit: tuple[Hashable, ...], kwargs: Mapping[str, Any]) -> None:
+    """Refuse a merge of unit-protected data with itself that is not on the unit's columns."""
+    on = kwargs.get("on")
+    keys = [on] if isinstance(on, str) or not isinstance(on, list | tuple) else list(on)
+    others = set(kwargs) & {"left_on", "right_on", "left_index", "right_index"}
+    if (
+        on is None
+        or others
+        or not all(name in keys for name in unit)
+        or kwargs.get("how") == "cross"
+    ):
+        raise PrivacyUnitError(
+            f"merging this frame with a frame of the same data pairs rows of different units "
+            f"unless it joins on the unit's columns: the result's rows would carry another "
+            f"unit's values, which no bound on this unit limits. Merge on them: "
+            f"df.dp.merge(other, on={list(unit)!r} + [...])."
+        )
 
 
 def _merge_validate(validate: object, same_data: bool) -> _Validate:

@@ -672,7 +672,8 @@ class DaskBackend:
         # With a privacy unit, repeated rows are bounded per unit at release time.
         per_row = ledger.privacy_unit is None
         repeated = _repeated_rows(tree, derived)
-        if repeated is not None and per_row:
+        # With a unit, a concat only repeats units' rows; a self-merge can mix two units.
+        if repeated is not None and (per_row or repeated == "merge"):
             raise _refuse_repeated_rows(ledger, repeated)
         if where is None:
             return DaskRows(self._frame, None)
@@ -702,7 +703,7 @@ class DaskBackend:
         if foreign:
             raise _conflict([ledger, foreign[0]], "where=")
         repeated = _repeated_rows(where_tree, _derived_from(where_tree, ledger))
-        if repeated is not None and per_row:
+        if repeated is not None and (per_row or repeated == "merge"):
             raise _refuse_repeated_rows(ledger, repeated)
         return DaskRows(self._frame, _Filter(where))
 
