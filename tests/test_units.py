@@ -602,3 +602,20 @@ def test_private_keys_on_a_panel_count_people_not_rows() -> None:
     bounded = rows.bounded(["nr"], ContributionBounds(8, 1), [group], None)
     assert bounded.unit_counts(["nr"], [group]).tolist() == [3]
     assert bounded.count_table([group]).tolist() == [24]
+
+
+def test_dask_releases_bound_units_and_refuse_self_merges(panel: pd.DataFrame) -> None:
+    dd = pytest.importorskip("dask.dataframe")
+    data = dd.from_pandas(panel.drop(columns=["union"]), npartitions=4)
+    data.dp.set_budget(epsilon=10.0, domains={"year": range(1980, 1988)}, privacy_unit="nr")
+    counts = data.dp.count(epsilon=0.5, by="year", max_rows=1, max_groups=8)
+    info = dpframe.release_info(counts)
+    assert (info["noise_scale"], info["max_groups"]) == (16.0, 8)
+    with pytest.raises(PrivacyUnitError, match="max_rows="):
+        data.dp.count(epsilon=0.5, by="year")
+    doubled = dd.concat([data, data])  # repeats each person's rows: bounded, not refused
+    total = doubled.dp.count(epsilon=0.5, by="year", max_rows=1, max_groups=8)
+    assert len(total) == 8
+    self_merged = data.merge(data[["year", "wage"]], on="year")
+    with pytest.raises(PrivacyUnitError):
+        self_merged.dp.count(epsilon=0.5, max_rows=1)
