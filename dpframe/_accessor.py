@@ -49,6 +49,7 @@ from dpframe._typing import (
     Columns,
     DecisionMethod,
     Domain,
+    NoiseKind,
     Normalize,
     PrivacyAmount,
     RNGLike,
@@ -75,7 +76,7 @@ def _noisy_parts(
 ) -> list[NDArray[np.float64]]:
     """Each part of a moment (count, centred sums) plus its geometric noise, in its units."""
     return [
-        _noisy_units(np.asarray(table).reshape(-1), part.epsilon, grid, rng)
+        _noisy_units(np.asarray(table).reshape(-1), grid, rng, epsilon=part.epsilon)
         for part, grid, table in zip(moment.plan.parts, moment.grids, exact, strict=True)
     ]
 
@@ -87,20 +88,40 @@ def _where_text(where: Where) -> str | None:
     return "a boolean Series" if isinstance(where, pd.Series) else "a boolean array"
 
 
-def _noisy_units(
-    exact: NDArray[Any], epsilon: Fraction, grid: SumGrid, rng: np.random.Generator | None
-) -> NDArray[np.float64]:
-    """Exact grid sums plus geometric noise, in the column's units (floats).
+def _exact_sums(
+    rows: Rows, column: ColumnLabel, grid: SumGrid, groups: Sequence[Group]
+) -> NDArray[Any]:
+    """Exact grid sums, flat: one per cell of ``groups``, or one."""
+    if groups:
+        return rows.sum_table(column, grid, groups).reshape(-1)
+    return np.array([rows.sum(column, grid)], dtype=object)
 
-    The noise is drawn for zeros and added to the exact integers afterwards, so sums of
-    any size (Python integers past int64) are released without refusal.
+
+def _noisy_units(
+    exact: NDArray[Any],
+    grid: SumGrid,
+    rng: np.random.Generator | None,
+    *,
+    epsilon: Fraction | None = None,
+    rho: Fraction | None = None,
+    squared: int = 1,
+) -> NDArray[np.float64]:
+    """Exact grid sums plus noise, in the column's units (floats).
+
+    Geometric noise at ``epsilon`` (L1 sensitivity ``grid.sensitivity_units`` steps), or
+    discrete Gaussian noise at ``rho`` with squared L2 sensitivity ``squared`` steps². The
+    noise is drawn for zeros and added to the exact integers afterwards, so sums of any
+    size (Python integers past int64) are released without refusal.
     """
-    noise = mechanisms.geometric(
-        np.zeros(exact.shape, dtype=np.int64),
-        epsilon=epsilon,
-        sensitivity=grid.sensitivity_units,
-        rng=rng,
-    )
+    zeros = np.zeros(exact.shape, dtype=np.int64)
+    if rho is not None:
+        noise = mechanisms.discrete_gaussian(zeros, rho=rho, sensitivity_squared=squared, rng=rng)
+    elif epsilon is not None:
+        noise = mechanisms.geometric(
+            zeros, epsilon=epsilon, sensitivity=grid.sensitivity_units, rng=rng
+        )
+    else:  # pragma: no cover - every caller passes one
+        raise InvalidParameterError("internal error: noise without a cost")
     # int64 exact sums stay below 2**62 and the noise below 2**62: the sum cannot wrap.
     noisy = exact + noise if exact.dtype == np.int64 else exact + noise.astype(object)
     return np.asarray(noisy.astype(np.float64) * grid.step)
@@ -466,6 +487,36 @@ class DPAccessor:
                 )
         return _plans.contribution(unit, max_rows, max_groups, grouped, method)
 
+    def _gaussian(
+        self,
+        noise: object,
+        epsilon: PrivacyAmount | None,
+        delta: PrivacyAmount,
+        rho: PrivacyAmount | None,
+        private_keys: object,
+        method: str,
+    ) -> _plans.Gaussian | None:
+        """The zCDP cost of a call with ``noise="gaussian"``; None for geometric noise."""
+        kind = _validation.choice(noise, "noise", ("geometric", "gaussian"))
+        if kind == "geometric":
+            if rho is not None:
+                raise InvalidParameterError(
+                    "rho= is the cost of discrete Gaussian noise: pass noise='gaussian' too, "
+                    "or give epsilon= for the geometric noise."
+                )
+            if epsilon is None:
+                raise InvalidParameterError(
+                    f"df.dp.{method} needs epsilon=, the privacy budget of this release "
+                    f"(e.g. epsilon=0.5), or noise='gaussian' with rho=."
+                )
+            return None
+        if private_keys is not False:
+            raise InvalidParameterError(
+                "private_keys=True selects keys with a decision of seed 001 and releases "
+                "geometric noise; drop noise='gaussian' for it."
+            )
+        return _plans.gaussian_cost(epsilon, delta, rho, method)
+
     def _key_selection_choice(
         self, private_keys: bool, delta: PrivacyAmount, by: Columns | None
     ) -> tuple[bool, Fraction]:
@@ -564,13 +615,15 @@ class DPAccessor:
     def count(  # type: ignore[overload-overlap]  # by=None (Hashable) wins
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         by: None = None,
         where: Where = None,
         nonnegative: bool = False,
         domain: Domain | None = None,
         private_keys: bool = False,
         delta: PrivacyAmount = 0.0,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -579,13 +632,15 @@ class DPAccessor:
     def count(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         by: Columns,
         where: Where = None,
         nonnegative: bool = False,
         domain: Domain | None = None,
         private_keys: bool = False,
         delta: PrivacyAmount = 0.0,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -593,13 +648,15 @@ class DPAccessor:
     def count(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         by: Columns | None = None,
         where: Where = None,
         nonnegative: bool = False,
         domain: Domain | None = None,
         private_keys: bool = False,
         delta: PrivacyAmount = 0.0,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -629,8 +686,16 @@ class DPAccessor:
             of one person. Needs ``delta > 0``; half of ``epsilon`` selects the keys and
             half noises their values. Keys absent from the data never appear.
         delta : float, default 0.0
-            The delta of the key selection; only with ``private_keys=True``, where it
-            bounds the probability that a key held by one person is released.
+            The delta of the key selection (with ``private_keys=True``, where it bounds
+            the probability that a key held by one person is released), or of the cost
+            of ``noise="gaussian"`` given as ``epsilon`` and ``delta``.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise: the exact geometric mechanism (pure epsilon-DP), or the exact
+            discrete Gaussian (zCDP, cost ``rho``), which is cheaper when one person
+            touches many cells (L2 sensitivity ``sqrt(max_groups) * max_rows``).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost. Alternatively give ``epsilon`` and
+            ``delta``, converted to the largest rho that implies them.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -678,26 +743,41 @@ class DPAccessor:
         6.0
         """
         where = _validation.where_in_caller(where)
-        eps = _validation.epsilon(epsilon)
+        gaussian = self._gaussian(noise, epsilon, delta, rho, private_keys, "count")
         keep_nonnegative = _validation.flag(nonnegative, "nonnegative")
         generator = _validation.rng(rng)
-        selecting, dlt = self._key_selection_choice(private_keys, delta, by)
+        selecting, dlt = (
+            (False, Fraction(0))
+            if gaussian
+            else self._key_selection_choice(private_keys, delta, by)
+        )
         groups = self._by_groups(by, domain, selecting)
         contribution = self._contribution("count", max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         post = ("negative counts set to 0",) if keep_nonnegative else ()
         scope = self._scope("count", [], groups, where, generator)
-        selection, values_share = self._selection_plan(scope, eps, dlt, contribution)
-        per_row = contribution.noise_epsilon(values_share)
-        release = contribution.charged(_plans.count_release(scope, per_row, post))
 
-        with self.ledger.transaction(eps, dlt) as spending:
-            chosen = self._select_keys(rows, groups, contribution, selection, generator)
-            if selection is not None:
-                spending.drawn(selection)
-            exact = rows.count_table(groups).reshape(-1) if groups else np.array([rows.count()])
-            noisy = mechanisms.geometric(exact[chosen], epsilon=per_row, rng=generator)
-            spending.drawn(release)
+        if gaussian is not None:
+            release, squared = _plans.gaussian_release(scope, gaussian, contribution, post=post)
+            with self.ledger.transaction(rho=gaussian.rho) as spending:
+                exact = rows.count_table(groups).reshape(-1) if groups else np.array([rows.count()])
+                noisy = mechanisms.discrete_gaussian(
+                    exact, rho=gaussian.rho, sensitivity_squared=squared, rng=generator
+                )
+                spending.drawn(release)
+            chosen: slice | NDArray[np.bool_] = slice(None)
+        else:
+            eps = _validation.epsilon(epsilon)
+            selection, values_share = self._selection_plan(scope, eps, dlt, contribution)
+            per_row = contribution.noise_epsilon(values_share)
+            release = contribution.charged(_plans.count_release(scope, per_row, post))
+            with self.ledger.transaction(eps, dlt) as spending:
+                chosen = self._select_keys(rows, groups, contribution, selection, generator)
+                if selection is not None:
+                    spending.drawn(selection)
+                exact = rows.count_table(groups).reshape(-1) if groups else np.array([rows.count()])
+                noisy = mechanisms.geometric(exact[chosen], epsilon=per_row, rng=generator)
+                spending.drawn(release)
 
         if keep_nonnegative:
             noisy = np.maximum(noisy, 0)
@@ -713,7 +793,7 @@ class DPAccessor:
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds | AutoBounds,
         by: None = None,
         where: Where = None,
@@ -721,6 +801,8 @@ class DPAccessor:
         private_keys: bool = False,
         delta: PrivacyAmount = 0.0,
         bounds_epsilon: PrivacyAmount | None = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -730,7 +812,7 @@ class DPAccessor:
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds | AutoBounds,
         by: Columns,
         where: Where = None,
@@ -738,6 +820,8 @@ class DPAccessor:
         private_keys: bool = False,
         delta: PrivacyAmount = 0.0,
         bounds_epsilon: PrivacyAmount | None = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -746,7 +830,7 @@ class DPAccessor:
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds | AutoBounds,
         by: Columns | None = None,
         where: Where = None,
@@ -754,6 +838,8 @@ class DPAccessor:
         private_keys: bool = False,
         delta: PrivacyAmount = 0.0,
         bounds_epsilon: PrivacyAmount | None = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -784,11 +870,19 @@ class DPAccessor:
             of one person. Needs ``delta > 0``; half of ``epsilon`` selects the keys and
             half noises their values. Keys absent from the data never appear.
         delta : float, default 0.0
-            The delta of the key selection; only with ``private_keys=True``, where it
-            bounds the probability that a key held by one person is released.
+            The delta of the key selection (with ``private_keys=True``, where it bounds
+            the probability that a key held by one person is released), or of the cost
+            of ``noise="gaussian"`` given as ``epsilon`` and ``delta``.
         bounds_epsilon : float, optional
             With ``bounds="auto"``: the share of ``epsilon`` spent on the bounds
             (default: a quarter). The sum itself gets the rest.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise: the exact geometric mechanism (pure epsilon-DP), or the exact
+            discrete Gaussian (zCDP, cost ``rho``), which is cheaper when one person
+            touches many cells (L2 sensitivity ``sqrt(max_groups) * max_rows``).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost. Alternatively give ``epsilon`` and
+            ``delta``, converted to the largest rho that implies them.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -838,14 +932,36 @@ class DPAccessor:
         [0.0, 100.0]
         """
         where = _validation.where_in_caller(where)
-        eps = _validation.epsilon(epsilon)
+        gaussian = self._gaussian(noise, epsilon, delta, rho, private_keys, "sum")
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
-        selecting, dlt = self._key_selection_choice(private_keys, delta, by)
+        selecting, dlt = (
+            (False, Fraction(0))
+            if gaussian
+            else self._key_selection_choice(private_keys, delta, by)
+        )
         groups = self._by_groups(by, domain, selecting)
         contribution = self._contribution("sum", max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("sum", [column], groups, where, generator)
+        if gaussian is not None:
+            if isinstance(bounds, str) or bounds_epsilon is not None:
+                raise InvalidParameterError(
+                    'noise="gaussian" needs declared bounds=(lo, hi): bounds="auto" estimates '
+                    "them with geometric noise first. Estimate them in a call of their own."
+                )
+            grid = SumGrid.for_bounds(*_validation.sum_bounds(bounds))
+            release, squared = _plans.gaussian_release(scope, gaussian, contribution, grid=grid)
+            with self.ledger.transaction(rho=gaussian.rho) as spending:
+                exact = _exact_sums(rows, values, grid, groups)
+                noisy = _noisy_units(exact, grid, generator, rho=gaussian.rho, squared=squared)
+                spending.drawn(release)
+            info = call_metadata(spending.parts)
+            if not groups:
+                return _results.real(float(noisy[0]), info)
+            return _results.series(noisy, _tables.labels(groups), str(column), info)
+
+        eps = _validation.epsilon(epsilon)
         selection, values_share = self._selection_plan(scope, eps, dlt, contribution)
         declared, bounds_share = _validation.sum_bounds_choice(bounds, bounds_epsilon, values_share)
         if selecting and declared is None:
@@ -871,12 +987,8 @@ class DPAccessor:
                 declared = (lo, hi)
             grid = SumGrid.for_bounds(*declared)
             release = _plans.sum_release(scope, sum_share, grid, bounds_rule=rule)
-            exact = (
-                rows.sum_table(values, grid, groups).reshape(-1)
-                if groups
-                else np.array([rows.sum(values, grid)], dtype=object)
-            )
-            noisy = _noisy_units(exact[chosen], sum_share, grid, generator)
+            exact = _exact_sums(rows, values, grid, groups)
+            noisy = _noisy_units(exact[chosen], grid, generator, epsilon=sum_share)
             spending.drawn(contribution.charged(release))
 
         info = call_metadata(spending.parts)
@@ -1347,7 +1459,7 @@ class DPAccessor:
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         normalize: bool = False,
         sort: bool = True,
         ascending: bool = False,
@@ -1355,6 +1467,9 @@ class DPAccessor:
         nonnegative: bool = False,
         where: Where = None,
         domain: Domain | None = None,
+        delta: PrivacyAmount = 0.0,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -1382,6 +1497,15 @@ class DPAccessor:
             Count only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of ``column`` for this call.
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise: the exact geometric mechanism (pure epsilon-DP), or the exact
+            discrete Gaussian (zCDP, cost ``rho``), which is cheaper when one person
+            touches many cells (L2 sensitivity ``sqrt(max_groups) * max_rows``).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost. Alternatively give ``epsilon`` and
+            ``delta``, converted to the largest rho that implies them.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -1419,7 +1543,7 @@ class DPAccessor:
         ('count', 'Occupation', 5)
         """
         where = _validation.where_in_caller(where)
-        eps = _validation.epsilon(epsilon)
+        gaussian = self._gaussian(noise, epsilon, delta, rho, False, "value_counts")
         keep_nonnegative = _validation.flag(nonnegative, "nonnegative")
         for name, value in (("normalize", normalize), ("sort", sort), ("ascending", ascending)):
             _validation.flag(value, name)
@@ -1430,18 +1554,37 @@ class DPAccessor:
         contribution = self._contribution("value_counts", max_rows, max_groups, True)
         rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("value_counts", [], groups, where, generator)
-        per_row = contribution.noise_epsilon(eps)
-        release = contribution.charged(
-            _plans.count_release(scope, per_row, ("sorted",) if sort else ())
-        )
-
-        with self.ledger.transaction(eps) as spending:
-            noisy = mechanisms.geometric(rows.count_table(groups), epsilon=per_row, rng=generator)
-            spending.drawn(release)
+        post = ("sorted",) if sort else ()
+        shape = (_size(groups), 1)  # the shares' bars: each count and the total, at alpha/2
+        if gaussian is not None:
+            release, squared = _plans.gaussian_release(scope, gaussian, contribution, post=post)
+            bars = None if not normalize else _plans.gaussian_table_bars(
+                gaussian.rho, squared, 1.0, shape, margins=True, nonnegative=keep_nonnegative,
+                alpha=_plans.ALPHA / 2,
+            )  # fmt: skip
+            with self.ledger.transaction(rho=gaussian.rho) as spending:
+                noisy = mechanisms.discrete_gaussian(
+                    rows.count_table(groups), rho=gaussian.rho, sensitivity_squared=squared,
+                    rng=generator,
+                )  # fmt: skip
+                spending.drawn(release)
+        else:
+            eps = _validation.epsilon(epsilon)
+            per_row = contribution.noise_epsilon(eps)
+            release = contribution.charged(_plans.count_release(scope, per_row, post))
+            bars = None if not normalize else _plans.table_bars(
+                per_row, 1, 1.0, shape, margins=True, nonnegative=keep_nonnegative,
+                alpha=_plans.ALPHA / 2,
+            )  # fmt: skip
+            with self.ledger.transaction(eps) as spending:
+                counts = rows.count_table(groups)
+                noisy = mechanisms.geometric(counts, epsilon=per_row, rng=generator)
+                spending.drawn(release)
 
         return _tables.value_counts_result(
-            noisy, groups[0], release, normalize, sort, ascending, keep_nonnegative
-        )
+            noisy, groups[0], release, bars, normalize, sort, ascending,
+            keep_nonnegative,
+        )  # fmt: skip
 
     def describe(
         self,
@@ -1614,7 +1757,7 @@ class DPAccessor:
 
         with self.ledger.transaction(eps) as spending:
             (exact,) = rows.sum_tables(values, [present], groups)
-            noisy = _noisy_units(np.asarray(exact).reshape(-1), per_row, present, generator)
+            noisy = _noisy_units(np.asarray(exact).reshape(-1), present, generator, epsilon=per_row)
             spending.drawn(release)
 
         counts = np.rint(noisy).astype(np.int64)
@@ -1629,7 +1772,7 @@ class DPAccessor:
         index: Columns,
         columns: Columns,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         values: ColumnLabel | None = None,
         aggfunc: str | None = None,
         bounds: Bounds | None = None,
@@ -1641,6 +1784,9 @@ class DPAccessor:
         dropna: bool = True,
         rownames: Sequence[ColumnLabel] | None = None,
         colnames: Sequence[ColumnLabel] | None = None,
+        delta: PrivacyAmount = 0.0,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -1681,6 +1827,15 @@ class DPAccessor:
             with no rows are kept either way: which keys occur is private.
         rownames, colnames : sequence, optional
             Names of the row and column levels, one per grouping, as in ``pd.crosstab``.
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise: the exact geometric mechanism (pure epsilon-DP), or the exact
+            discrete Gaussian (zCDP, cost ``rho``), which is cheaper when one person
+            touches many cells (L2 sensitivity ``sqrt(max_groups) * max_rows``).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost. Alternatively give ``epsilon`` and
+            ``delta``, converted to the largest rho that implies them.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -1730,7 +1885,7 @@ class DPAccessor:
         >>> list(table.columns)
         ['M', 'F', 'All']
         """
-        eps = _validation.epsilon(epsilon)
+        gaussian = self._gaussian(noise, epsilon, delta, rho, False, "crosstab")
         generator = _validation.rng(rng)
         options = _validation.crosstab_options(
             values, aggfunc, bounds, margins, margins_name, normalize, nonnegative, dropna,
@@ -1742,20 +1897,36 @@ class DPAccessor:
         contribution = self._contribution("crosstab", max_rows, max_groups, True)
         rows = self._rows(None, groups, contribution, generator)
         scope = self._scope("crosstab", [] if values is None else [values], groups, None, generator)
-        per_row = contribution.noise_epsilon(eps)
         shape = (_size(row_groups), _size(col_groups))
-        plan = _plans.table_plan(scope, per_row, options, shape)
-        plan = dataclasses.replace(plan, release=contribution.charged(plan.release))
-
-        with self.ledger.transaction(eps) as spending:
-            cells: NDArray[Any]
-            if plan.grid is None or summed is None:
-                counts = rows.count_table(groups)
-                cells = mechanisms.geometric(counts, epsilon=per_row, rng=generator)
-            else:
-                exact = rows.sum_table(summed, plan.grid, groups)
-                cells = _noisy_units(exact, per_row, plan.grid, generator)
-            spending.drawn(plan.release)
+        cells: NDArray[Any]
+        if gaussian is not None:
+            plan = _plans.table_plan(scope, Fraction(0), options, shape, (gaussian, contribution))
+            squared = plan.sensitivity_squared
+            with self.ledger.transaction(rho=gaussian.rho) as spending:
+                if plan.grid is None or summed is None:
+                    cells = mechanisms.discrete_gaussian(
+                        rows.count_table(groups), rho=gaussian.rho, sensitivity_squared=squared,
+                        rng=generator,
+                    )  # fmt: skip
+                else:
+                    exact = rows.sum_table(summed, plan.grid, groups)
+                    cells = _noisy_units(
+                        exact, plan.grid, generator, rho=gaussian.rho, squared=squared
+                    )
+                spending.drawn(plan.release)
+        else:
+            eps = _validation.epsilon(epsilon)
+            per_row = contribution.noise_epsilon(eps)
+            plan = _plans.table_plan(scope, per_row, options, shape)
+            plan = dataclasses.replace(plan, release=contribution.charged(plan.release))
+            with self.ledger.transaction(eps) as spending:
+                if plan.grid is None or summed is None:
+                    counts = rows.count_table(groups)
+                    cells = mechanisms.geometric(counts, epsilon=per_row, rng=generator)
+                else:
+                    exact = rows.sum_table(summed, plan.grid, groups)
+                    cells = _noisy_units(exact, plan.grid, generator, epsilon=per_row)
+                spending.drawn(plan.release)
 
         table, release = _tables.crosstab_result(cells, row_groups, col_groups, options, plan)
         return _results.frame(table, call_metadata([release]))

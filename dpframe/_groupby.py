@@ -16,7 +16,16 @@ import pandas as pd
 
 from dpframe import _results, _validation
 from dpframe._release import JSONValue
-from dpframe._typing import Bounds, ColumnLabel, Columns, Domain, PrivacyAmount, RNGLike, Where
+from dpframe._typing import (
+    Bounds,
+    ColumnLabel,
+    Columns,
+    Domain,
+    NoiseKind,
+    PrivacyAmount,
+    RNGLike,
+    Where,
+)
 from dpframe.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -78,8 +87,11 @@ class DPGroupBy:
     def size(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -92,6 +104,13 @@ class DPGroupBy:
             Privacy budget of this call.
         where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP), as in
+            :meth:`DPAccessor.count`.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -122,6 +141,9 @@ class DPGroupBy:
         where = _validation.where_in_caller(where)
         return self._accessor.count(
             epsilon=epsilon,
+            noise=noise,
+            rho=rho,
+            delta=delta,
             by=self._by,
             where=where,
             domain=self._domain,
@@ -231,8 +253,11 @@ class DPSeriesGroupBy:
     def size(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -245,6 +270,13 @@ class DPSeriesGroupBy:
             Privacy budget of this call.
         where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP), as in
+            :meth:`DPAccessor.count`.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -275,6 +307,9 @@ class DPSeriesGroupBy:
         where = _validation.where_in_caller(where)
         return self._accessor.count(
             epsilon=epsilon,
+            noise=noise,
+            rho=rho,
+            delta=delta,
             by=self._by,
             where=where,
             domain=self._domain,
@@ -286,9 +321,12 @@ class DPSeriesGroupBy:
     def sum(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -303,6 +341,13 @@ class DPSeriesGroupBy:
             Declared range of one value.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP), as in
+            :meth:`DPAccessor.count`.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -334,6 +379,9 @@ class DPSeriesGroupBy:
         result = self._accessor.sum(
             self._column,
             epsilon=epsilon,
+            noise=noise,
+            rho=rho,
+            delta=delta,
             bounds=bounds,
             **self._common(where, max_rows, max_groups, rng),
         )

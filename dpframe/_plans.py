@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpframe import _decisions, mechanisms
+from dpframe import _composition, _decisions, _validation, mechanisms
 from dpframe._backends import SumGrid
 from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.kernels import LOG_EDGES, SUM_GRID_BITS
@@ -33,6 +33,7 @@ from dpframe.errors import InvalidParameterError, PrivacyUnitError
 __all__ = [
     "ALPHA",
     "Contribution",
+    "Gaussian",
     "MomentRelease",
     "Scope",
     "TableBars",
@@ -43,6 +44,9 @@ __all__ = [
     "contribution",
     "count_release",
     "decision_release",
+    "gaussian_cost",
+    "gaussian_release",
+    "gaussian_table_bars",
     "moment_release",
     "quantile_release",
     "selection_release",
@@ -119,6 +123,21 @@ class Contribution:
             max_groups=cells,
         )
 
+    @property
+    def l2_squared(self) -> int:
+        """Squared L2 sensitivity of a table of counts: ``max_groups * max_rows**2`` (1 per row)."""
+        return 1 if self.bounds is None else self.bounds.l2_squared
+
+    def labelled(self, release: Release) -> Release:
+        """``release`` (planned for the unit already) with the unit and its bounds recorded."""
+        if self.unit is None or self.bounds is None:
+            return release
+        return release.replace(
+            privacy_unit=tuple(str(name) for name in self.unit),
+            max_rows=self.bounds.max_rows,
+            max_groups=self.bounds.max_groups,
+        )
+
     def charged(self, release: Release) -> Release:
         """``release`` (planned per row at :meth:`noise_epsilon`) as charged per unit."""
         if self.unit is None or self.bounds is None:
@@ -181,6 +200,129 @@ def contribution(
             "not grouped (one cell); drop max_groups."
         )
     return Contribution(unit, ContributionBounds(max_rows, 1 if max_groups is None else max_groups))
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """The zCDP cost of a call with discrete Gaussian noise.
+
+    ``rho`` is charged; ``asked`` is the ``(epsilon, delta)`` it was derived from when
+    the call gave those instead of ``rho`` (the largest rho whose conversion implies
+    them, Canonne, Kamath and Steinke 2020, rounded down).
+    """
+
+    rho: Fraction
+    asked: tuple[Fraction, Fraction] | None
+
+
+def gaussian_cost(epsilon: object, delta: object, rho: object, method: str) -> Gaussian:
+    """Check a Gaussian call's cost: ``rho=``, or ``epsilon=`` with ``delta > 0``."""
+    if rho is not None:
+        if epsilon is not None or delta:
+            raise InvalidParameterError(
+                f"noise='gaussian' takes its cost as rho= (zCDP) or as epsilon= and delta=, "
+                f"not both: e.g. df.dp.{method}(..., noise='gaussian', rho=0.01)."
+            )
+        return Gaussian(_validation.epsilon(rho, "rho"), None)
+    if epsilon is None or not delta:
+        raise InvalidParameterError(
+            f"noise='gaussian' needs rho= (zCDP), or epsilon= with delta > 0 (the discrete "
+            f"Gaussian is never pure epsilon-DP): e.g. df.dp.{method}(..., noise='gaussian', "
+            f"epsilon=1.0, delta=1e-6)."
+        )
+    eps, dlt = _validation.epsilon(epsilon), _validation.delta(delta)
+    converted = _composition.rho_available(eps, dlt)
+    if converted <= 0:  # pragma: no cover - eps > 0 and delta > 0 give rho > 0
+        raise InvalidParameterError(f"epsilon={epsilon!r}, delta={delta!r} allow no rho.")
+    return Gaussian(converted, (eps, dlt))
+
+
+def gaussian_release(
+    scope: Scope,
+    cost: Gaussian,
+    contribution: Contribution,
+    *,
+    grid: SumGrid | None = None,
+    post: Sequence[str] = (),
+) -> tuple[Release, int]:
+    """A count (or table of counts), or a sum on ``grid``, with discrete Gaussian noise.
+
+    Returns the release and the squared L2 sensitivity, in grid steps, to draw with: one
+    row moves one cell by 1 (or ``grid.sensitivity_units`` steps); a unit, by
+    ``max_rows`` that in each of ``max_groups`` cells (L2 squared ``max_groups *
+    max_rows**2``). The noise has ``sigma**2 = sensitivity_squared / (2 rho)`` exactly.
+    """
+    units, step = (1, 1.0) if grid is None else (grid.sensitivity_units, grid.step)
+    squared = contribution.l2_squared * units**2
+    bar = mechanisms.discrete_gaussian_accuracy(
+        rho=cost.rho, sensitivity_squared=squared, alpha=ALPHA
+    )
+    details: tuple[tuple[str, JSONValue], ...] = ()
+    if grid is not None:
+        details += (("grid_step", grid.step),)
+    if cost.asked is not None:
+        details += (("asked", {"epsilon": float(cost.asked[0]), "delta": float(cost.asked[1])}),)
+    release = Release(
+        method=scope.method,
+        columns=scope.columns,
+        where=scope.where,
+        by=scope.by,
+        mechanism="discrete Gaussian" + ("" if grid is None else " on a fixed-point grid"),
+        epsilon=Fraction(0),
+        delta=Fraction(0),
+        rho=cost.rho,
+        sensitivity=math.sqrt(squared) * step,
+        noise_scale=math.sqrt(squared / (2 * cost.rho)) * step,
+        private=scope.private,
+        alpha=ALPHA,
+        noise_error_bound=float(bar * step),
+        error_bound_covers=NOISE_ONLY if grid is None else NOISE_ONLY_CLAMPED,
+        bounds=None if grid is None else (grid.lo, grid.hi),
+        post_processing=tuple(post),
+        details=details,
+    )
+    return contribution.labelled(release), squared
+
+
+@functools.lru_cache(maxsize=256)
+def gaussian_table_bars(
+    rho: Fraction,
+    sensitivity_squared: int,
+    step: float,
+    shape: tuple[int, int],
+    *,
+    margins: bool,
+    nonnegative: bool,
+    alpha: float = ALPHA,
+) -> TableBars:
+    """The bars of a table with discrete Gaussian noise in each cell, and of its margins.
+
+    A cell's bar is exact (:func:`dpframe.mechanisms.discrete_gaussian_accuracy`). A margin
+    adds ``k`` cells' noises: the discrete Gaussian of parameter ``sigma`` is
+    sub-Gaussian with variance proxy ``sigma**2`` (Canonne, Kamath, Steinke 2020), so the sum of
+    ``k`` is ``sqrt(k) sigma``-sub-Gaussian and ``|sum| <= sigma sqrt(2 k ln(2/alpha))``
+    with probability ``>= 1 - alpha``; with negatives set to 0 the bar bounds the sum of
+    the absolute errors instead, ``k`` times the cell bar at ``alpha / k`` (union bound).
+    Both are rounded up to whole steps.
+    """
+    cell = mechanisms.discrete_gaussian_accuracy(
+        rho=rho, sensitivity_squared=sensitivity_squared, alpha=alpha
+    )
+    if not margins:
+        return TableBars(cell * step, None, None, None)
+    sigma = math.sqrt(sensitivity_squared / (2 * float(rho)))
+
+    def margin(k: int) -> float:
+        if nonnegative:
+            each = mechanisms.discrete_gaussian_accuracy(
+                rho=rho, sensitivity_squared=sensitivity_squared, alpha=alpha / k
+            )
+            return float(k * each) * step
+        width = math.ceil(sigma * math.sqrt(2 * k * math.log(2 / alpha)) * (1 + 1e-12))
+        return float(width) * step
+
+    n_rows, n_cols = shape
+    return TableBars(cell * step, margin(n_cols), margin(n_rows), margin(n_rows * n_cols))
 
 
 @dataclass(frozen=True)
@@ -314,18 +456,40 @@ class TablePlan:
     grid: SumGrid | None
     bars: TableBars
     shares_in_unit_interval: bool  # counts and non-negative sums: shares lie in [0, 1]
+    sensitivity_squared: int = 0  # discrete Gaussian noise: squared L2 sensitivity, in steps
 
 
 def table_plan(
-    scope: Scope, epsilon: Fraction, options: CrosstabOptions, shape: tuple[int, int]
+    scope: Scope,
+    epsilon: Fraction,
+    options: CrosstabOptions,
+    shape: tuple[int, int],
+    gaussian: tuple[Gaussian, Contribution] | None = None,
 ) -> TablePlan:
     """Plan a crosstab of counts, or of sums when ``options.bounds`` is set.
 
-    A normalized table needs the bars of its margins (its denominators) even without
+    ``epsilon`` is the per-row epsilon of geometric noise; with ``gaussian`` (the call's
+    zCDP cost and contribution bounds) the cells get discrete Gaussian noise instead. A
+    normalized table needs the bars of its margins (its denominators) even without
     ``margins=True``, each at level alpha/2, for the intervals of its shares.
     """
     normalizing = options.normalize is not False
     grid = None if options.bounds is None else SumGrid.for_bounds(*options.bounds)
+    if gaussian is not None:
+        cost, contribution = gaussian
+        release, squared = gaussian_release(
+            scope, cost, contribution, grid=grid, post=options.post_processing
+        )
+        bars = gaussian_table_bars(
+            cost.rho,
+            squared,
+            1.0 if grid is None else grid.step,
+            shape,
+            margins=options.margins or normalizing,
+            nonnegative=options.nonnegative,
+            alpha=ALPHA / 2 if normalizing else ALPHA,
+        )
+        return TablePlan(release, grid, bars, grid is None or grid.lo >= 0, squared)
     if grid is None:
         release = count_release(scope, epsilon, options.post_processing)
         units, step = 1, 1.0

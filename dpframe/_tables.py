@@ -17,10 +17,11 @@ from numpy.typing import NDArray
 
 from dpframe._backends import Group
 from dpframe._moments import moment_estimate
-from dpframe._plans import ALPHA, MomentRelease, TablePlan, table_bars
+from dpframe._plans import ALPHA, MomentRelease, TableBars, TablePlan
 from dpframe._release import JSONValue, Release, call_metadata
 from dpframe._results import DPFloat, frame, real, series
 from dpframe._validation import CrosstabOptions
+from dpframe.errors import InvalidParameterError
 
 __all__ = [
     "crosstab_frame",
@@ -247,12 +248,17 @@ def value_counts_result(
     noisy: NDArray[np.int64],
     group: Group,
     release: Release,
+    share_bars: TableBars | None,
     normalize: bool,
     sort: bool,
     ascending: bool,
     nonnegative: bool,
 ) -> pd.Series[float]:
-    """``value_counts``' Series from the noisy counts (post-processing only)."""
+    """``value_counts``' Series from the noisy counts (post-processing only).
+
+    ``share_bars`` are the bars of the counts and of their total at level alpha/2, from
+    the noise actually drawn (needed when ``normalize``).
+    """
     counts = np.maximum(noisy, 0) if nonnegative else noisy
     index = labels([group])
     post = [*release.post_processing, *(["negative counts set to 0"] if nonnegative else [])]
@@ -260,11 +266,9 @@ def value_counts_result(
     values: NDArray[Any] = counts
     low = high = None
     if normalize:
-        epsilon = release.epsilon
-        bars = table_bars(
-            epsilon, 1, 1.0, (len(counts), 1), margins=True, nonnegative=nonnegative,
-            alpha=ALPHA / 2,
-        )  # fmt: skip
+        if share_bars is None:  # pragma: no cover - the accessor plans them
+            raise InvalidParameterError("internal error: shares without their bars")
+        bars = share_bars
         total = float(counts.sum())
         raw = np.column_stack([np.append(counts, total), np.append(counts, total)])
         low, high = share_intervals(

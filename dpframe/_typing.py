@@ -23,6 +23,7 @@ __all__ = [
     "Columns",
     "DecisionMethod",
     "Domain",
+    "NoiseKind",
     "Normalize",
     "OutOfRange",
     "PrivacyAmount",
@@ -52,5 +53,7 @@ RNGLike: TypeAlias = np.random.Generator | np.random.BitGenerator | np.random.Se
 Normalize: TypeAlias = bool | Literal["all", "index", "columns", 0, 1]
 #: Seed 001's threshold-decision rules.
 DecisionMethod: TypeAlias = Literal["laplace", "cutoff", "generalized"]
+#: The noise of a count or sum: exact geometric (pure epsilon-DP) or discrete Gaussian (zCDP).
+NoiseKind: TypeAlias = Literal["geometric", "gaussian"]
 #: What the truncated geometric mechanism does with results outside its bounds.
 OutOfRange: TypeAlias = Literal["clamp", "resample"]

@@ -1,0 +1,176 @@
+"""``noise="gaussian"`` on the accessor: calibration, accounting, error bars, refusals.
+
+The calibration tests compare the released noise with the exact discrete Gaussian PMF
+of ``sigma**2 = sensitivity**2 / (2 rho)`` (chi-square, reject at p < 1e-6); each has a
+validity twin that calibrates for one row when a unit touches several cells.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.typing import NDArray
+from scipy import stats
+
+import dpframe
+from dpframe import _plans
+from dpframe._composition import rho_available
+from dpframe.errors import InvalidParameterError
+from tests._stats import FALSE_ALARM, chi_square_pvalue
+
+CELLS = 50_000
+
+
+def _discrete_gaussian_pmf(support: NDArray[np.int64], sigma2: float) -> NDArray[np.float64]:
+    wide = np.arange(-20_000, 20_001)
+    total = np.exp(-(wide.astype(np.float64) ** 2) / (2 * sigma2)).sum()
+    return np.asarray(np.exp(-(support.astype(np.float64) ** 2) / (2 * sigma2)) / total)
+
+
+def _panel(copies: int, waves: int) -> pd.DataFrame:
+    """One person per copy, one row in each of ``waves`` cells."""
+    frame = pd.DataFrame(
+        {
+            "person": np.repeat(np.arange(copies), waves),
+            "copy": np.repeat(np.arange(copies), waves),
+            "wave": np.tile(np.arange(waves), copies),
+        }
+    )
+    frame.dp.set_budget(
+        rho=math.inf,
+        domains={"copy": range(copies), "wave": range(waves)},
+        privacy_unit="person",
+    )
+    return frame
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("weaken", [False, True])
+def test_crosstab_noise_is_calibrated_to_the_l2_sensitivity_of_a_unit(
+    weaken: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit in 4 cells, one row each: sigma**2 = 4 / (2 rho). The twin uses 1 / (2 rho)."""
+    if weaken:
+        monkeypatch.setattr(_plans.Contribution, "l2_squared", property(lambda self: 1))
+    rho = Fraction(1, 2)
+    frame = _panel(CELLS, 4)
+    noise = []
+    for _ in range(4):
+        table = frame.dp.crosstab(
+            "copy", "wave", noise="gaussian", rho=rho, max_rows=1, max_groups=4
+        )
+        noise.append(table.to_numpy().reshape(-1) - 1)
+    support = np.arange(-60, 61)
+    pmf = _discrete_gaussian_pmf(support, 4 / (2 * float(rho)))
+    p_value = chi_square_pvalue(np.concatenate(noise) - support[0], support - support[0], pmf)
+    assert (p_value < FALSE_ALARM) if weaken else (p_value > FALSE_ALARM)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("miscalibrate", [False, True])
+def test_sum_noise_is_calibrated_on_the_grid(
+    miscalibrate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sums of one value 1 in bounds (0, 1), by copy: the noise is a discrete Gaussian on
+    a grid of 2**-32, within 2**-32 of a Gaussian of sigma**2 = 1 / (2 rho) in the data's
+    units. Mean and variance of the z-scores are checked at 6 standard errors (p < 1e-8).
+    The twin calibrates for an L2 sensitivity twice too large."""
+    if miscalibrate:
+        monkeypatch.setattr(_plans.Contribution, "l2_squared", property(lambda self: 4))
+    rho = Fraction(1, 8)
+    frame = pd.DataFrame({"copy": np.arange(CELLS), "x": 1.0})
+    frame.dp.set_budget(rho=math.inf, domains={"copy": range(CELLS)})
+    sums = np.concatenate(
+        [
+            frame.dp.sum("x", bounds=(0.0, 1.0), by="copy", noise="gaussian", rho=rho).to_numpy()
+            for _ in range(4)
+        ]
+    )
+    sigma = math.sqrt(1 / (2 * float(rho)))
+    z = (sums - 1.0) / sigma
+    assert abs(float(np.mean(z))) < 6 * 2 / math.sqrt(z.size)
+    calibrated = abs(float(np.var(z)) - 1) < 6 * math.sqrt(2 / z.size)
+    assert calibrated != miscalibrate
+
+
+@pytest.mark.statistical
+def test_margin_bars_cover_at_least_95_percent() -> None:
+    frame = _panel(CELLS, 8)
+    table = frame.dp.crosstab(
+        "copy", "wave", noise="gaussian", rho=0.5, max_rows=1, max_groups=8, margins=True
+    )
+    bars = np.asarray(dpframe.release_info(table)["noise_error_bound"])
+    errors = np.abs(table.to_numpy()[:-1, -1] - 8)
+    misses = int((errors > bars[:-1, -1]).sum())
+    assert misses <= stats.binom.isf(FALSE_ALARM, CELLS, 0.05)
+    cell_misses = int((np.abs(table.to_numpy()[:-1, :-1] - 1) > bars[0, 0]).sum())
+    assert cell_misses <= stats.binom.isf(FALSE_ALARM, CELLS * 8, 0.05)
+
+
+def test_the_call_is_charged_in_rho_and_recorded_as_zcdp() -> None:
+    frame = pd.DataFrame({"k": ["a", "b"] * 50})
+    frame.dp.set_budget(epsilon=2.0, delta=1e-5, domains={"k": ["a", "b"]})
+    counts = frame.dp.count(by="k", noise="gaussian", epsilon=1.0, delta=1e-6)
+    info = dpframe.release_info(counts)
+    expected = rho_available(Fraction(1), Fraction(1, 10**6))
+    assert info["measure"] == "zCDP"
+    assert info["rho_exact"] == str(expected)
+    assert info["asked"] == {"epsilon": 1.0, "delta": 1e-6}
+    assert info["epsilon"] == 0.0
+    assert frame.dp.ledger.history["measure"].tolist() == ["zCDP"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"noise": "gaussian"}, "rho="),
+        ({"noise": "gaussian", "epsilon": 1.0}, "delta > 0"),
+        ({"noise": "gaussian", "rho": 0.1, "epsilon": 1.0}, "not both"),
+        ({"rho": 0.1, "epsilon": 1.0}, "noise='gaussian'"),
+        ({"noise": "normal", "rho": 0.1}, "noise must be"),
+        ({"noise": "gaussian", "rho": -1.0}, "rho"),
+        ({}, "epsilon="),
+    ],
+)
+def test_bad_gaussian_calls_are_refused_before_anything_is_charged(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    frame = pd.DataFrame({"k": ["a", "b"]})
+    frame.dp.set_budget(rho=1.0, domains={"k": ["a", "b"]})
+    with pytest.raises(InvalidParameterError, match=message):
+        frame.dp.count(by="k", **kwargs)
+    assert frame.dp.ledger.spent.rho in (None, 0)
+
+
+def test_gaussian_sums_need_declared_bounds_and_no_private_keys() -> None:
+    frame = pd.DataFrame({"k": ["a", "b"], "x": [1.0, 2.0]})
+    frame.dp.set_budget(rho=1.0, domains={"k": ["a", "b"]})
+    with pytest.raises(InvalidParameterError, match="declared bounds"):
+        frame.dp.sum("x", bounds="auto", noise="gaussian", rho=0.1)
+    with pytest.raises(InvalidParameterError, match="private_keys"):
+        frame.dp.count(by="k", noise="gaussian", rho=0.1, private_keys=True)
+
+
+def test_every_gaussian_method_reports_bars_from_the_noise_it_drew() -> None:
+    frame = pd.DataFrame({"k": ["a", "b"] * 500, "x": np.linspace(0, 1, 1000)})
+    frame.dp.set_budget(rho=10.0, domains={"k": ["a", "b"]})
+    releases = [
+        frame.dp.count(noise="gaussian", rho=0.5),
+        frame.dp.crosstab("k", "k", noise="gaussian", rho=0.5, domain={"k": ["a", "b"]}),
+        frame.dp.sum("x", bounds=(0, 1), noise="gaussian", rho=0.5),
+        frame.dp.value_counts("k", noise="gaussian", rho=0.5),
+        frame.dp.groupby("k").size(noise="gaussian", rho=0.5),
+        frame.dp.groupby("k")["x"].sum(bounds=(0, 1), noise="gaussian", rho=0.5),
+    ]
+    for result in releases:
+        info = dpframe.release_info(result)
+        bound = np.max(info["noise_error_bound"])
+        scale = info["noise_scale"]
+        assert isinstance(scale, float)
+        assert 1.5 * scale < bound < 2.5 * scale  # about 1.96 sigma, rounded up to a step
+        assert info["rho"] == 0.5
