@@ -77,6 +77,10 @@ def _noisy_parts(
     """Each part of a moment (count, centred sums) plus its geometric noise, in its units."""
     return [
         _noisy_units(np.asarray(table).reshape(-1), grid, rng, epsilon=part.epsilon)
+        if part.rho is None
+        else _noisy_units(
+            np.asarray(table).reshape(-1), grid, rng, rho=part.rho, squared=part.sensitivity_squared
+        )
         for part, grid, table in zip(moment.plan.parts, moment.grids, exact, strict=True)
     ]
 
@@ -1002,11 +1006,14 @@ class DPAccessor:
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -1027,6 +1034,14 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise of the parts: exact geometric (pure epsilon-DP) or exact discrete
+            Gaussian (zCDP, cost ``rho``; L2 sensitivity per unit).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost, split evenly between the parts (or
+            give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -1078,19 +1093,23 @@ class DPAccessor:
         """
         where = _validation.where_in_caller(where)
         return self._moment(
-            "mean", column, epsilon, bounds, 0, by, where, domain, max_rows, max_groups, rng
-        )
+            "mean", column, epsilon, bounds, 0, by, where, domain, max_rows, max_groups, rng,
+            noise=noise, rho=rho, delta=delta,
+        )  # fmt: skip
 
     def var(
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         ddof: int = 1,
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -1114,6 +1133,14 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise of the parts: exact geometric (pure epsilon-DP) or exact discrete
+            Gaussian (zCDP, cost ``rho``; L2 sensitivity per unit).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost, split evenly between the parts (or
+            give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -1157,19 +1184,23 @@ class DPAccessor:
         """
         where = _validation.where_in_caller(where)
         return self._moment(
-            "var", column, epsilon, bounds, ddof, by, where, domain, max_rows, max_groups, rng
-        )
+            "var", column, epsilon, bounds, ddof, by, where, domain, max_rows, max_groups, rng,
+            noise=noise, rho=rho, delta=delta,
+        )  # fmt: skip
 
     def std(
         self,
         column: ColumnLabel,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         ddof: int = 1,
         by: Columns | None = None,
         where: Where = None,
         domain: Domain | None = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -1192,6 +1223,14 @@ class DPAccessor:
             Use only the rows satisfying this condition.
         domain : dict, optional
             Declared keys of grouping columns for this call.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise of the parts: exact geometric (pure epsilon-DP) or exact discrete
+            Gaussian (zCDP, cost ``rho``; L2 sensitivity per unit).
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost, split evenly between the parts (or
+            give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (or to the result, ungrouped); rows beyond it are
@@ -1227,14 +1266,15 @@ class DPAccessor:
         """
         where = _validation.where_in_caller(where)
         return self._moment(
-            "std", column, epsilon, bounds, ddof, by, where, domain, max_rows, max_groups, rng
-        )
+            "std", column, epsilon, bounds, ddof, by, where, domain, max_rows, max_groups, rng,
+            noise=noise, rho=rho, delta=delta,
+        )  # fmt: skip
 
     def _moment(
         self,
         statistic: Statistic,
         column: ColumnLabel,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None,
         bounds: Bounds,
         ddof: int,
         by: Columns | None,
@@ -1243,28 +1283,41 @@ class DPAccessor:
         max_rows: int | None,
         max_groups: int | None,
         rng: RNGLike | None,
+        *,
+        noise: NoiseKind,
+        rho: PrivacyAmount | None,
+        delta: PrivacyAmount,
     ) -> _results.DPFloat | pd.Series[float]:
         """Release a mean, variance or standard deviation: its parts, then the estimate."""
-        eps = _validation.epsilon(epsilon)
+        gaussian = self._gaussian(noise, epsilon, delta, rho, False, statistic)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
         groups = [] if by is None else self._groups(by, domain, "by")
         contribution = self._contribution(statistic, max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         scope = self._scope(statistic, [column], groups, where, generator)
-        per_row = contribution.noise_epsilon(eps)
         checked = _validation.sum_bounds(bounds)
-        moment = _plans.moment_release(scope, statistic, per_row, checked, ddof)
+        if gaussian is not None:
+            moment = _plans.moment_release(
+                scope, statistic, Fraction(0), checked, ddof, (gaussian, contribution)
+            )
+            parts, summary = moment.parts, moment.summary
+            cost = {"rho": gaussian.rho}
+        else:
+            eps = _validation.epsilon(epsilon)
+            per_row = contribution.noise_epsilon(eps)
+            moment = _plans.moment_release(scope, statistic, per_row, checked, ddof)
+            parts = tuple(contribution.charged(part) for part in moment.parts)
+            summary = contribution.charged(moment.summary)
+            cost = {"epsilon": eps}
 
-        with self.ledger.transaction(eps) as spending:
+        with self.ledger.transaction(**cost) as spending:
             noisy = _noisy_parts(moment, rows.sum_tables(values, moment.grids, groups), generator)
-            spending.drawn(*(contribution.charged(part) for part in moment.parts))
+            spending.drawn(*parts)
 
         estimate = _moments.moment_estimate(moment.plan, noisy, alpha=_plans.ALPHA)
         interval = {"lower": estimate.lower.tolist(), "upper": estimate.upper.tolist()}
-        summary = contribution.charged(moment.summary).replace(
-            details=(*moment.summary.details, ("noise_interval", interval))
-        )
+        summary = summary.replace(details=(*moment.summary.details, ("noise_interval", interval)))
         info = call_metadata(spending.parts, summary)
         if not groups:
             return _results.real(float(estimate.estimate[0]), info)

@@ -390,9 +390,12 @@ class DPSeriesGroupBy:
     def mean(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -407,6 +410,13 @@ class DPSeriesGroupBy:
             Declared range of one value.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP), as in
+            :meth:`DPAccessor.mean`.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -438,6 +448,9 @@ class DPSeriesGroupBy:
         result = self._accessor.mean(
             self._column,
             epsilon=epsilon,
+            noise=noise,
+            rho=rho,
+            delta=delta,
             bounds=bounds,
             **self._common(where, max_rows, max_groups, rng),
         )
@@ -446,10 +459,13 @@ class DPSeriesGroupBy:
     def var(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         ddof: int = 1,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -466,6 +482,13 @@ class DPSeriesGroupBy:
             Delta degrees of freedom, as in pandas.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP), as in
+            :meth:`DPAccessor.mean`.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -497,6 +520,9 @@ class DPSeriesGroupBy:
         result = self._accessor.var(
             self._column,
             epsilon=epsilon,
+            noise=noise,
+            rho=rho,
+            delta=delta,
             bounds=bounds,
             ddof=ddof,
             **self._common(where, max_rows, max_groups, rng),
@@ -506,10 +532,13 @@ class DPSeriesGroupBy:
     def std(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds,
         ddof: int = 1,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -526,6 +555,13 @@ class DPSeriesGroupBy:
             Delta degrees of freedom, as in pandas.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP), as in
+            :meth:`DPAccessor.mean`.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -557,6 +593,9 @@ class DPSeriesGroupBy:
         result = self._accessor.std(
             self._column,
             epsilon=epsilon,
+            noise=noise,
+            rho=rho,
+            delta=delta,
             bounds=bounds,
             ddof=ddof,
             **self._common(where, max_rows, max_groups, rng),

@@ -17,6 +17,7 @@ Nothing here draws randomness or reads pandas objects.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
+from dpframe._gaussian import discrete_gaussian_accuracy
 from dpframe._geometric import MAX_UNIT_EPSILON, MIN_UNIT_EPSILON, geometric_accuracy
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 
@@ -71,6 +73,8 @@ class MomentPart:
     sensitivity: Fraction
     step: float
     sensitivity_units: int
+    rho: Fraction | None = None  # discrete Gaussian noise instead, at this zCDP cost
+    sensitivity_squared: int = 0  # ... with this squared L2 sensitivity, in grid steps
 
 
 @dataclass(frozen=True)
@@ -148,9 +152,11 @@ def _ddof(value: Any) -> int:
 def moment_plan(
     statistic: Statistic,
     *,
-    epsilon: float | Fraction,
+    epsilon: float | Fraction | None = None,
     bounds: tuple[float, float],
     ddof: int = 1,
+    rho: Fraction | None = None,
+    l2_squared: int = 1,
 ) -> MomentPlan:
     """The parts a private mean, variance or standard deviation releases, and their budget.
 
@@ -158,8 +164,14 @@ def moment_plan(
     ----------
     statistic : {"mean", "var", "std"}
         The statistic to release.
-    epsilon : float or Fraction
-        Its total privacy budget (> 0), split exactly between the parts.
+    epsilon : float or Fraction, optional
+        Its total privacy budget (> 0), split exactly between the parts (geometric noise).
+    rho : Fraction, optional
+        Instead of ``epsilon``: a zCDP budget, split exactly between the parts, which then
+        get discrete Gaussian noise.
+    l2_squared : int, default 1
+        With ``rho``: the squared L2 sensitivity of a table of counts for one individual
+        (``max_groups * max_rows**2`` for a privacy unit), which scales every part's.
     bounds : (lo, hi)
         Declared range of one value (``lo < hi``), never read from the data.
     ddof : int, default 1
@@ -235,7 +247,9 @@ def moment_plan(
         raise InvalidParameterError(
             f"statistic must be one of {', '.join(map(repr, STATISTICS))}; got {statistic!r}."
         )
-    eps = _validation.epsilon(epsilon)
+    if (epsilon is None) == (rho is None):
+        raise InvalidParameterError("a moment takes epsilon (geometric) or rho (Gaussian).")
+    eps = _validation.epsilon(epsilon if rho is None else rho, "epsilon" if rho is None else "rho")
     lo, hi = _validation.real_bounds(bounds)
     checked_ddof = _ddof(ddof)
     centre = lo / 2 + hi / 2  # halves first: no overflow
@@ -258,7 +272,17 @@ def moment_plan(
         "sum of squares": Fraction(square_centre),
     }
     parts = tuple(_grid_part(name, share, sensitivities[name]) for name in names)
-    for part in parts:
+    if rho is not None:  # the same grids; each part's noise is Gaussian at rho / k
+        parts = tuple(
+            dataclasses.replace(
+                part,
+                epsilon=Fraction(0),
+                rho=share,
+                sensitivity_squared=l2_squared * part.sensitivity_units**2,
+            )
+            for part in parts
+        )
+    for part in parts if rho is None else ():
         unit = part.epsilon / part.sensitivity_units
         if unit > MAX_UNIT_EPSILON:
             raise InvalidParameterError(
@@ -331,8 +355,14 @@ def part_half_widths(plan: MomentPlan, *, alpha: float = 0.05) -> tuple[float, .
     level = _validation.probability(alpha, "alpha")
     share = Fraction(level) / len(plan.parts)
     return tuple(
-        geometric_accuracy(
-            epsilon=part.epsilon, sensitivity=part.sensitivity_units, alpha=float(share)
+        (
+            geometric_accuracy(
+                epsilon=part.epsilon, sensitivity=part.sensitivity_units, alpha=float(share)
+            )
+            if part.rho is None
+            else discrete_gaussian_accuracy(
+                rho=part.rho, sensitivity_squared=part.sensitivity_squared, alpha=float(share)
+            )
         )
         * part.step
         for part in plan.parts

@@ -629,15 +629,37 @@ _MOMENT_COVERS = (
 
 
 def moment_release(
-    scope: Scope, statistic: Statistic, epsilon: Fraction, bounds: Bounds, ddof: int
+    scope: Scope,
+    statistic: Statistic,
+    epsilon: Fraction,
+    bounds: Bounds,
+    ddof: int,
+    gaussian: tuple[Gaussian, Contribution] | None = None,
 ) -> MomentRelease:
     """Plan a moment (:func:`dpframe._moments.moment_plan`): a count and centred sums.
 
     Each part is an exact sum on its own fixed-point grid (the count of non-missing
     values, the centred sum, for variances the centred sum of squares), noised with the
-    geometric mechanism at its share of ``epsilon``.
+    geometric mechanism at its share of ``epsilon`` (per row), or, with ``gaussian``
+    (the call's zCDP cost and contribution bounds), with the discrete Gaussian at its
+    share of ``rho`` and the L2 sensitivity of one unit; those parts are recorded per
+    unit already.
     """
+    if gaussian is not None:
+        cost, contribution = gaussian
+        plan = moment_plan(
+            statistic, rho=cost.rho, bounds=bounds, ddof=ddof, l2_squared=contribution.l2_squared
+        )
+        return _moment_parts(scope, plan, cost, contribution)
     plan = moment_plan(statistic, epsilon=epsilon, bounds=bounds, ddof=ddof)
+    return _moment_parts(scope, plan, None, None)
+
+
+def _moment_parts(
+    scope: Scope, plan: MomentPlan, cost: Gaussian | None, contribution: Contribution | None
+) -> MomentRelease:
+    """The grids and releases of a moment's parts, and its summary release."""
+    statistic, ddof = plan.statistic, plan.ddof
     lo, hi = plan.bounds
     grids = tuple(
         SumGrid(
@@ -671,16 +693,39 @@ def moment_release(
             * part.step,
             error_bound_covers=NOISE_ONLY_CLAMPED,
         )
+        if part.rho is None
+        else Release(
+            method=f"{scope.method} ({part.name})",
+            columns=scope.columns,
+            where=scope.where,
+            by=scope.by,
+            mechanism="discrete Gaussian on a fixed-point grid",
+            epsilon=Fraction(0),
+            delta=Fraction(0),
+            rho=part.rho,
+            sensitivity=math.sqrt(part.sensitivity_squared) * part.step,
+            noise_scale=math.sqrt(part.sensitivity_squared / (2 * part.rho)) * part.step,
+            private=scope.private,
+            bounds=plan.bounds,
+            noise_error_bound=mechanisms.discrete_gaussian_accuracy(
+                rho=part.rho, sensitivity_squared=part.sensitivity_squared, alpha=ALPHA
+            )
+            * part.step,
+            error_bound_covers=NOISE_ONLY_CLAMPED,
+        )
         for part in plan.parts
     )
+    gaussian = cost is not None
+    noise = "discrete Gaussian" if gaussian else "geometric"
     summary = Release(
         method=scope.method,
         columns=scope.columns,
         where=scope.where,
         by=scope.by,
-        mechanism="geometric on fixed-point grids (" + ", ".join(p.name for p in plan.parts) + ")",
-        epsilon=epsilon,
+        mechanism=f"{noise} on fixed-point grids (" + ", ".join(p.name for p in plan.parts) + ")",
+        epsilon=Fraction(0) if gaussian else sum((p.epsilon for p in plan.parts), Fraction(0)),
         delta=Fraction(0),
+        rho=None if cost is None else cost.rho,
         sensitivity=None,
         noise_scale=None,
         private=scope.private,
@@ -688,6 +733,9 @@ def moment_release(
         error_bound_covers=_MOMENT_COVERS,
         details=(("ddof", ddof),) if statistic != "mean" else (),
     )
+    if contribution is not None:
+        parts = tuple(contribution.labelled(part) for part in parts)
+        summary = contribution.labelled(summary)
     return MomentRelease(plan, grids, parts, summary)
 
 

@@ -174,3 +174,25 @@ def test_every_gaussian_method_reports_bars_from_the_noise_it_drew() -> None:
         assert isinstance(scale, float)
         assert 1.5 * scale < bound < 2.5 * scale  # about 1.96 sigma, rounded up to a step
         assert info["rho"] == 0.5
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("statistic", ["mean", "std"])
+def test_gaussian_moment_intervals_cover(statistic: str) -> None:
+    """50,000 groups of 20 people (values 1 and 3 in bounds (0, 4)): each group's noise
+    interval holds its statistic with probability >= 95% (binomial bound at 1e-6)."""
+    groups = 50_000
+    frame = pd.DataFrame(
+        {"g": np.repeat(np.arange(groups), 20), "x": np.tile([1.0, 3.0], groups * 10)}
+    )
+    frame.dp.set_budget(rho=math.inf, domains={"g": range(groups)})
+    result = getattr(frame.dp, statistic)("x", bounds=(0, 4), by="g", noise="gaussian", rho=2.0)
+    interval = dpframe.release_info(result)["noise_interval"]
+    lower = np.asarray(interval["lower"])  # type: ignore[index, call-overload]
+    upper = np.asarray(interval["upper"])  # type: ignore[index, call-overload]
+    truth = 2.0 if statistic == "mean" else float(np.std([1.0, 3.0] * 10, ddof=1))
+    misses = int(((truth < lower) | (truth > upper)).sum())
+    assert misses <= stats.binom.isf(FALSE_ALARM, groups, 0.05)
+    info = dpframe.release_info(result)
+    assert info["measure"] == "zCDP"
+    assert [part["rho"] for part in info["parts"]] == [2 / len(info["parts"])] * len(info["parts"])  # type: ignore[index, union-attr, arg-type]
