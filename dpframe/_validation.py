@@ -251,9 +251,15 @@ def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
             raise InvalidParameterTypeError(
                 f"{name} must hold numbers, got {end!r} of type {type(end).__name__}. {fix}"
             )
-        if not math.isfinite(float(end)):
-            raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}")
-        pair.append(float(end))
+        try:
+            as_float = float(end)
+        except OverflowError:  # an int or Fraction beyond float64's range
+            as_float = math.inf
+        if not math.isfinite(as_float):
+            raise InvalidParameterError(
+                f"{name} must be finite numbers within float64's range, got {value!r}. {fix}"
+            )
+        pair.append(as_float)
     lo, hi = pair
     if lo >= hi:
         hint = f" Swap them: {name}=({hi}, {lo})." if lo > hi else ""
