@@ -521,6 +521,16 @@ class DPAccessor:
             )
         return _plans.gaussian_cost(epsilon, delta, rho, method)
 
+    @staticmethod
+    def _geometric_only(noise: object, method: str) -> None:
+        """Refuse ``noise="gaussian"`` for the quantile methods (report-noisy-max)."""
+        if _validation.choice(noise, "noise", ("geometric", "gaussian")) == "gaussian":
+            raise InvalidParameterError(
+                f"df.dp.{method} chooses quantiles by report-noisy-max, a pure epsilon-DP "
+                f"mechanism with geometric noise: pass epsilon= without noise='gaussian'. On a "
+                f"zCDP budget (set_budget(rho=...)) it is charged rho = epsilon**2 / 2."
+            )
+
     def _key_selection_choice(
         self, private_keys: bool, delta: PrivacyAmount, by: Columns | None
     ) -> tuple[bool, Fraction]:
@@ -1336,6 +1346,7 @@ class DPAccessor:
         domain: Domain | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
+        noise: NoiseKind = "geometric",
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy quantile(s) of a numeric column, chosen from a declared grid of candidates.
@@ -1366,6 +1377,10 @@ class DPAccessor:
         max_groups : int, optional
             Required on a frame with a privacy unit for a grouped release: the most
             groups (cells) one unit may contribute to.
+        noise : {"geometric"}, default "geometric"
+            Only the geometric noise of report-noisy-max: a quantile is chosen by a pure
+            epsilon-DP mechanism (``"gaussian"`` is refused; on a zCDP budget the call is
+            charged ``rho = epsilon**2 / 2``).
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1403,6 +1418,7 @@ class DPAccessor:
         [0.25, 0.75]
         """
         where = _validation.where_in_caller(where)
+        self._geometric_only(noise, "quantile")
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
@@ -1436,6 +1452,7 @@ class DPAccessor:
         domain: Domain | None = None,
         max_rows: int | None = None,
         max_groups: int | None = None,
+        noise: NoiseKind = "geometric",
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy median: :meth:`quantile` at 0.5 (same parameters).
@@ -1463,6 +1480,10 @@ class DPAccessor:
         max_groups : int, optional
             Required on a frame with a privacy unit for a grouped release: the most
             groups (cells) one unit may contribute to.
+        noise : {"geometric"}, default "geometric"
+            Only the geometric noise of report-noisy-max: a quantile is chosen by a pure
+            epsilon-DP mechanism (``"gaussian"`` is refused; on a zCDP budget the call is
+            charged ``rho = epsilon**2 / 2``).
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1503,6 +1524,7 @@ class DPAccessor:
             domain=domain,
             max_rows=max_rows,
             max_groups=max_groups,
+            noise=noise,
             rng=rng,
         )
 
@@ -1647,6 +1669,7 @@ class DPAccessor:
         percentiles: Sequence[float] = (0.25, 0.5, 0.75),
         where: Where = None,
         max_rows: int | None = None,
+        noise: NoiseKind = "geometric",
         rng: RNGLike | None = None,
     ) -> pd.DataFrame:
         """A noisy ``DataFrame.describe()``: count, mean, std and percentiles per column.
@@ -1666,6 +1689,10 @@ class DPAccessor:
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute; rows beyond it are dropped at random.
+        noise : {"geometric"}, default "geometric"
+            Only the geometric noise of report-noisy-max: a quantile is chosen by a pure
+            epsilon-DP mechanism (``"gaussian"`` is refused; on a zCDP budget the call is
+            charged ``rho = epsilon**2 / 2``).
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1699,6 +1726,7 @@ class DPAccessor:
         ['count', 'mean', 'std', '25%', '50%', '75%']
         """
         where = _validation.where_in_caller(where)
+        self._geometric_only(noise, "describe")
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         columns = _validation.describe_bounds(bounds)

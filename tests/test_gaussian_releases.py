@@ -196,3 +196,21 @@ def test_gaussian_moment_intervals_cover(statistic: str) -> None:
     info = dpframe.release_info(result)
     assert info["measure"] == "zCDP"
     assert [part["rho"] for part in info["parts"]] == [2 / len(info["parts"])] * len(info["parts"])  # type: ignore[index, union-attr, arg-type]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f: f.dp.median("x", epsilon=0.5, bounds=(0, 1), noise="gaussian"),
+        lambda f: f.dp.quantile("x", [0.1, 0.9], epsilon=0.5, bounds=(0, 1), noise="gaussian"),
+        lambda f: f.dp.describe(epsilon=0.5, bounds={"x": (0, 1)}, noise="gaussian"),
+    ],
+)
+def test_quantiles_refuse_gaussian_noise_and_cost_rho_on_a_zcdp_budget(call: Any) -> None:
+    frame = pd.DataFrame({"x": np.linspace(0, 1, 200)})
+    frame.dp.set_budget(rho=1.0)
+    with pytest.raises(InvalidParameterError, match="report-noisy-max"):
+        call(frame)
+    assert frame.dp.ledger.history.empty
+    frame.dp.median("x", epsilon=0.5, bounds=(0, 1))
+    assert frame.dp.ledger.spent.rho == Fraction(1, 8)  # epsilon**2 / 2
