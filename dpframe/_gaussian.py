@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._exact import simplest_rational
+from dpframe._exact import show, simplest_rational
 from dpframe._random import BitSource, bit_source
 from dpframe._validation import INT_LIMIT
 from dpframe.errors import (
@@ -105,16 +105,8 @@ def _as_fraction(value: Any, name: str) -> Fraction:
             raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}")
         result = simplest_rational(as_float)
     if result <= 0:
-        raise InvalidParameterError(f"{name} must be > 0, got {_show(result)}. {fix}")
+        raise InvalidParameterError(f"{name} must be > 0, got {show(result)}. {fix}")
     return result
-
-
-def _show(x: Fraction) -> str:
-    """A short rendering of a possibly huge fraction, safe for error messages."""
-    try:
-        return f"{float(x):.6g}"
-    except OverflowError:
-        return "a number beyond the float range"
 
 
 def variance(
@@ -160,17 +152,25 @@ def variance(
         )
     if result < MIN_SIGMA**2:
         raise InvalidParameterError(
-            f"sigma = {math.sqrt(float(result)):.6g} is below {MIN_SIGMA} (= 0.125): the "
+            f"sigma = {_show_sqrt(result)} is below {MIN_SIGMA} (= 0.125): the "
             f"noise would be 0 with probability above 1 - 3e-14, releasing the exact value. "
             f"Use sigma >= 1/8 (a smaller rho, or a larger sensitivity)."
         )
     if result > MAX_SIGMA**2:
         raise NoiseOverflowError(
-            f"sigma = {math.sqrt(float(result)):.6g} is above 2**58: noise beyond ±2**62 "
+            f"sigma = {_show_sqrt(result)} is above 2**58: noise beyond ±2**62 "
             f"would no longer be negligible and could overflow int64. Use sigma <= 2**58 "
             f"(a larger rho), or rescale the values."
         )
     return result
+
+
+def _show_sqrt(variance: Fraction) -> str:
+    """sqrt(variance) for a message, also for variances beyond float64's range."""
+    bits = variance.numerator.bit_length() - variance.denominator.bit_length()
+    if abs(bits) < 1000:
+        return f"{math.sqrt(float(variance)):.6g}"
+    return f"about 2**{bits // 2}"
 
 
 # ---------------------------------------------------------------- the plan

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
+from dpframe._exact import show
 from dpframe._gaussian import discrete_gaussian_accuracy
 from dpframe._geometric import MAX_UNIT_EPSILON, MIN_UNIT_EPSILON, geometric_accuracy
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
@@ -286,12 +287,12 @@ def moment_plan(
         unit = part.epsilon / part.sensitivity_units
         if unit > MAX_UNIT_EPSILON:
             raise InvalidParameterError(
-                f"epsilon {float(eps):g} leaves the {part.name} with no meaningful privacy; "
+                f"epsilon {show(eps)} leaves the {part.name} with no meaningful privacy; "
                 f"use a smaller epsilon (typical values are 0.01 to 10)."
             )
         if unit < MIN_UNIT_EPSILON:
             raise NoiseOverflowError(
-                f"epsilon {float(eps):g} is too small for a {statistic}: the noise of its "
+                f"epsilon {show(eps)} is too small for a {statistic}: the noise of its "
                 f"{part.name} on the fixed-point grid could overflow int64. Use a larger "
                 f"epsilon."
             )

@@ -43,6 +43,8 @@ __all__ = [
 # Decimal digits of the interval arithmetic; results are then rounded to 64 significant bits.
 _DIGITS = 60
 _SIGNIFICANT_BITS = 64
+# Above this epsilon a release protects nothing; rho_for_budget converts this much.
+_LARGEST_CONVERTED_EPSILON = Fraction(2**20)
 # delta below this is reported as this (rounded up: still a valid delta).
 SMALLEST_DELTA = Fraction(1, 2**1074)
 
@@ -493,6 +495,9 @@ def rho_for_budget(epsilon: float | Fraction, delta: float | Fraction) -> Fracti
     """
     eps = _validation.epsilon(epsilon)
     d = _validation.delta(delta, allow_zero=False)
+    # rho grows with epsilon, so converting a smaller epsilon is a valid (lower) answer;
+    # capping keeps the float search in range for any epsilon (even beyond 1e308).
+    eps = min(eps, _LARGEST_CONVERTED_EPSILON)
     eps_f, log_d = float(eps), math.log(float(d))
 
     def negative_rho(t: float) -> float:
