@@ -51,6 +51,9 @@ _WINDOW_MASS = 1e-3
 # Refuse to draw more bars than this per true value: the figure would be unreadable and slow.
 _MAX_OUTPUTS = 10_001
 _METHODS = ("laplace", "cutoff", "generalized")
+# Legend text size: matplotlib's "small" (about 8.3 pt at the default 10 pt), the smallest
+# that stays readable in a notebook; "x-small" (6.9 pt) is not.
+_LEGEND_FONTSIZE = "small"
 
 
 # ---------------------------------------------------------------- helpers
@@ -298,7 +301,9 @@ def plot_output_distribution(
     matplotlib.axes.Axes
         The axes, holding one ``BarContainer`` (label ``"true value v"``) per true value
         and, with ``samples``, one line of dots (label ``"observed for v (n=...)"``) per
-        true value, in the same order.
+        true value, in the same order. The x ticks are integers (the outputs are), and
+        the legend (one entry per true value, and one for all the dots) sits in a band
+        kept free above the tallest bar.
 
     Raises
     ------
@@ -370,7 +375,7 @@ def plot_output_distribution(
             counts = np.bincount(observed[i] - first, minlength=outputs.size)
             frequencies = counts / max(observed[i].size, 1)
             top = max(top, float(frequencies.max()))
-            (dots,) = axes.plot(
+            axes.plot(
                 x,
                 frequencies,
                 linestyle="none",
@@ -380,7 +385,6 @@ def plot_output_distribution(
                 markeredgecolor="black",
                 label=f"observed for {int(v)} (n={observed[i].size})",
             )
-            handles.append(dots)
     unit = _validation.epsilon(epsilon) / _validation.sensitivity(sensitivity)
     title = f"geometric mechanism, ε/sensitivity = {show(unit)}"
     if bounds is not None:
@@ -393,18 +397,48 @@ def plot_output_distribution(
     axes.set_title(title)
     axes.set_xlabel("released value")
     axes.set_ylabel("probability")
-    # The legend sits in a band left free above the tallest bar, one column per true value.
-    rows = 2 if observed else 1
-    axes.set_ylim(0, top * (1.12 + 0.1 * rows))
+    _integer_ticks(axes)  # outputs are integers: no tick at 2.5
+    labels = [f"true value {int(v)}" for v in values]
+    if observed:
+        # One entry for every line of dots (each in its bars' colour): short enough to fit.
+        from matplotlib.lines import Line2D
+
+        sizes = sorted({a.size for a in observed})
+        shown_n = f"n={sizes[0]} each" if len(sizes) == 1 else "n=" + "/".join(map(str, sizes))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="none",
+                marker="o",
+                markersize=3,
+                color="white",
+                markeredgecolor="black",
+            )
+        )
+        labels.append(f"observed, {shown_n}")
+    # The legend sits in a band left free above the tallest bar: one row of up to three
+    # entries, else two rows (the axes are seldom wide enough for four).
+    columns = len(labels) if len(labels) <= 3 else math.ceil(len(labels) / 2)
+    rows = math.ceil(len(labels) / columns)
+    axes.set_ylim(0, top * (1.12 + 0.12 * rows))
     axes.legend(
-        handles=handles,
-        ncol=values.size,
+        handles,
+        labels,
+        ncol=columns,
         loc="upper center",
-        fontsize="x-small",
+        fontsize=_LEGEND_FONTSIZE,
         columnspacing=1.0,
         handlelength=1.5,
     )
     return axes
+
+
+def _integer_ticks(axes: Axes) -> None:
+    """Put the x-axis ticks on integers only (the outputs and counts drawn are integers)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _samples(samples: Any, k: int) -> list[NDArray[np.int64]]:
@@ -465,9 +499,11 @@ def plot_decision_curves(
     Returns
     -------
     matplotlib.axes.Axes
-        One line per method (``gid`` the method's name, label with its ``(ε, δ)``)
-        whose y data is :func:`dpframe.mechanisms.decision_probability` at the sorted
-        counts, and a dashed vertical line at ``min_count`` (``gid`` ``"min_count"``).
+        One line per method (``gid`` the method's name, label with its ``(ε, δ)``, and
+        ``p`` when it is not ½) whose y data is
+        :func:`dpframe.mechanisms.decision_probability` at the sorted counts, and a
+        dashed vertical line at ``min_count`` (``gid`` ``"min_count"``). The legend
+        sits below the axes, where it cannot hide a curve; the x ticks are integers.
 
     Raises
     ------
@@ -557,10 +593,12 @@ def plot_decision_curves(
     for method, method_delta, probabilities in curves:
         shown = show(method_delta)
         delta_text = f"1 − e^−ε ≈ {shown}" if method == "cutoff" else shown
+        # p moves the curve (k = m + ln(2(1 - p))/ε for "laplace"): say so when it is not ½
+        p_text = "" if method == "cutoff" or prob == 0.5 else f", p = {prob:.4g}"
         axes.plot(
             counts_array,
             probabilities,
-            label=f"{method} (ε = {show(eps)}, δ = {delta_text})",
+            label=f"{method} (ε = {show(eps)}, δ = {delta_text}{p_text})",
             gid=method,
         )
     axes.axvline(
@@ -574,7 +612,14 @@ def plot_decision_curves(
     axes.set_ylabel("Pr(decision = True)")
     axes.set_ylim(-0.02, 1.02)
     axes.set_title("threshold decisions: is N >= min_count?")
-    axes.legend(loc="upper left", fontsize="small")  # the curves are near 0 on the left
+    _integer_ticks(axes)
+    # Below the axes: inside, the box hides the steep part of some curve whatever the corner.
+    axes.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.15),
+        fontsize=_LEGEND_FONTSIZE,
+        frameon=False,
+    )
     return axes
 
 

@@ -232,6 +232,46 @@ def test_output_distribution_refusals() -> None:
     assert probs.tolist() == [1.0]
 
 
+# ---------------------------------------------------------------- layout: ticks and legends
+
+# matplotlib's "small" at the default 10 pt is 8.3 pt; "x-small" (6.9 pt) is too small to read.
+READABLE_POINTS = 8.0
+
+
+def _visible_xticks(ax: Any) -> NDArray[np.float64]:
+    ax.figure.canvas.draw()
+    ticks = np.asarray(ax.get_xticks(), dtype=np.float64)
+    low, high = ax.get_xlim()
+    return ticks[(ticks >= low) & (ticks <= high)]
+
+
+def _legend_box(ax: Any) -> Any:
+    ax.figure.canvas.draw()
+    return ax.get_legend().get_window_extent()
+
+
+def _points_under_legend(ax: Any) -> int:
+    """How many drawn points of the axes' lines fall inside the legend's box (display units)."""
+    box = _legend_box(ax)
+    hidden = 0
+    for line in ax.lines:
+        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(np.float64)
+        shown = line.get_transform().transform(xy)
+        hidden += int(
+            np.sum(
+                (shown[:, 0] >= box.x0)
+                & (shown[:, 0] <= box.x1)
+                & (shown[:, 1] >= box.y0)
+                & (shown[:, 1] <= box.y1)
+            )
+        )
+    return hidden
+
+
+def _legend_points(ax: Any) -> float:
+    return min(text.get_fontsize() for text in ax.get_legend().get_texts())
+
+
 # ---------------------------------------------------------------- plot_output_distribution
 
 
@@ -324,6 +364,46 @@ def test_plot_output_distribution_uses_the_given_axes_and_refuses_before_drawing
     assert len(_bars(ax)) == 1
 
 
+def test_output_ticks_are_integers_and_the_legend_is_readable_above_the_bars() -> None:
+    # A narrow range of outputs is where matplotlib would put ticks at 0.5, 1.5, ...
+    ax = plotting.plot_output_distribution(
+        [1, 2], epsilon=1.0, bounds=(0, 3), samples=[np.array([0, 1]), np.array([2, 3])]
+    )
+    ticks = _visible_xticks(ax)
+    assert ticks.size >= 2
+    np.testing.assert_array_equal(ticks, np.round(ticks))
+    assert _legend_points(ax) >= READABLE_POINTS
+    box = _legend_box(ax)
+    for container in _bars(ax):
+        for patch in container.patches:
+            assert not patch.get_window_extent().overlaps(box)
+    assert _points_under_legend(ax) == 0  # nor any dot of the observed frequencies
+    # Figure 2.1's three true values with their samples: the legend stays inside the axes
+    values = [19, 20, 21]
+    samples = [np.full(10, v) for v in values]
+    ax = plotting.plot_output_distribution(values, epsilon=0.1, bounds=(0, 30), samples=samples)
+    box, frame = _legend_box(ax), ax.get_window_extent()
+    assert frame.x0 <= box.x0
+    assert box.x1 <= frame.x1
+    assert box.y1 <= frame.y1
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "true value 19",
+        "true value 20",
+        "true value 21",
+        "observed, n=10 each",
+    ]
+
+
+def test_the_tick_check_sees_fractional_ticks() -> None:
+    # validity twin: the same axes with matplotlib's default locator fail the check above
+    from matplotlib.ticker import AutoLocator
+
+    ax = plotting.plot_output_distribution([1, 2], epsilon=1.0, bounds=(0, 3))
+    ax.xaxis.set_major_locator(AutoLocator())
+    ticks = _visible_xticks(ax)
+    assert np.any(ticks != np.round(ticks))
+
+
 # ---------------------------------------------------------------- plot_decision_curves
 
 
@@ -349,9 +429,9 @@ def test_decision_curves_are_decision_probability() -> None:
     for method, probs in expected.items():
         np.testing.assert_array_equal(np.asarray(lines[method].get_xdata()), x)
         np.testing.assert_array_equal(np.asarray(lines[method].get_ydata()), probs)
-    assert "δ = 0)" in lines["laplace"].get_label()
+    assert "δ = 0, p = 0.7)" in lines["laplace"].get_label()
     assert "1 − e^−ε" in lines["cutoff"].get_label()
-    assert "δ = 0.001" in lines["generalized"].get_label()
+    assert "δ = 0.001, p = 0.7)" in lines["generalized"].get_label()
     assert list(lines["min_count"].get_xdata()) == [100, 100]
     # the curves' defining points (seed 001): cutoff is 1 from m on, p at m otherwise
     assert lines["cutoff"].get_ydata()[100] == 1.0
@@ -402,6 +482,30 @@ def test_decision_curve_refusals_draw_nothing() -> None:
     # cutoff at a large epsilon: its delta 1 - e^-ε rounds to 1.0 in float, kept below 1
     ax = plotting.plot_decision_curves(counts, min_count=5, epsilon=50.0, methods=["cutoff"])
     assert _lines_by_gid(ax)["cutoff"].get_ydata()[5] == 1.0
+
+
+def test_decision_legend_hides_no_curve_and_names_p() -> None:
+    ax = plotting.plot_decision_curves(
+        np.arange(0, 201), min_count=100, epsilon=0.1, delta=0.01, p=0.99
+    )
+    assert _points_under_legend(ax) == 0
+    assert _legend_points(ax) >= READABLE_POINTS
+    ticks = _visible_xticks(ax)
+    np.testing.assert_array_equal(ticks, np.round(ticks))
+    lines = _lines_by_gid(ax)
+    assert lines["laplace"].get_label().endswith("p = 0.99)")
+    assert lines["generalized"].get_label().endswith("p = 0.99)")
+    assert "p =" not in lines["cutoff"].get_label()  # cutoff has no p: it is 1 at m
+    ax = plotting.plot_decision_curves(np.arange(0, 201), min_count=100, epsilon=0.1)
+    assert all("p =" not in line.get_label() for line in ax.lines)  # the default p = ½
+
+
+def test_the_legend_check_sees_a_legend_over_the_curves() -> None:
+    # validity twin: the legend in the axes' upper left (where it used to be) covers the
+    # steep part of the cutoff curve at m = 100, epsilon = 0.1
+    ax = plotting.plot_decision_curves(np.arange(0, 201), min_count=100, epsilon=0.1, delta=0.01)
+    ax.legend(loc="upper left", fontsize="small")
+    assert _points_under_legend(ax) > 0
 
 
 # ---------------------------------------------------------------- plot_error_vs_epsilon
