@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpframe._exact import simplest_rational
+from dpframe._exact import show, simplest_rational
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
 __all__ = ["Budget", "budget_amount", "budget_rho", "cost_amount", "exact_text", "fraction_text"]
@@ -64,7 +64,7 @@ def exact_text(value: Fraction | float) -> str:
         scaled = value.numerator * 10**places // value.denominator  # exact: 10**places divides
         if len(str(abs(scaled)).strip("0")) <= _MAX_SHOWN_DIGITS:
             return _decimal_text(Decimal(f"{scaled}E-{places}"))
-    return f"{value.numerator}/{value.denominator} (≈{float(value):.6g})"
+    return f"{value.numerator}/{value.denominator} (≈{show(value, 6)})"
 
 
 def fraction_text(value: Fraction | float) -> str:

@@ -90,11 +90,11 @@ def log2_of_decimal(x: decimal.Decimal) -> float:
     return math.log2(float(x.scaleb(-exponent))) + exponent * math.log2(10)
 
 
-def show(x: Fraction | int | float) -> str:
-    """``x`` to four significant digits for a message, at any magnitude (no float overflow)."""
+def show(x: Fraction | int | float, digits: int = 4) -> str:
+    """``x`` to ``digits`` significant digits for a message, at any magnitude (no overflow)."""
     exact = Fraction(x)
     if exact == 0 or Fraction(1, 10**300) < abs(exact) < 10**300:
-        return f"{float(exact):.4g}"
-    ctx = decimal.Context(prec=4, Emin=-(10**17), Emax=10**17)
+        return f"{float(exact):.{digits}g}"
+    ctx = decimal.Context(prec=digits, Emin=-(10**17), Emax=10**17)
     value = ctx.divide(decimal.Decimal(exact.numerator), decimal.Decimal(exact.denominator))
     return format(value.normalize(ctx), "g")

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._exact import simplest_rational
+from dpframe._exact import show, simplest_rational
 from dpframe._geometric import (
     MAX_UNIT_EPSILON,
     MIN_UNIT_EPSILON,
@@ -256,13 +256,13 @@ def _plans(quantiles: _Quantiles, epsilon: Fraction) -> list[GeometricPlan]:
         unit = each / (SCORE_SPREAD * _score_sensitivity(fraction))
         if unit > MAX_UNIT_EPSILON:
             raise InvalidParameterError(
-                f"epsilon per quantile ({float(each):g}) is so large that the release would "
+                f"epsilon per quantile ({show(each)}) is so large that the release would "
                 f"have no meaningful privacy. Use a smaller epsilon (typical values are 0.01 "
                 f"to 10)."
             )
         if unit < MIN_UNIT_EPSILON:
             raise NoiseOverflowError(
-                f"epsilon per quantile ({float(each):g}) is too small: the rank noise would "
+                f"epsilon per quantile ({show(each)}) is too small: the rank noise would "
                 f"overflow int64. Use a larger epsilon or fewer quantiles per call."
             )
         plans.append(geometric_plan(unit, None, False))

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpframe._exact import simplest_rational
+from dpframe._exact import show, simplest_rational
 from dpframe._typing import Where as _Where
 from dpframe.errors import (
     DomainError,
@@ -836,8 +836,8 @@ def sum_bounds_choice(
         share = total / 4 if bounds_epsilon is None else epsilon(bounds_epsilon, "bounds_epsilon")
         if share >= total:
             raise InvalidParameterError(
-                f"bounds_epsilon ({float(share):g}) must be less than epsilon "
-                f"({float(total):g}): it is the share of epsilon spent on the bounds."
+                f"bounds_epsilon ({show(share)}) must be less than epsilon "
+                f"({show(total)}): it is the share of epsilon spent on the bounds."
             )
         return None, share
     if bounds_epsilon is not None:
