@@ -41,7 +41,7 @@ from dpframe._budget import budget_rho
 from dpframe._groupby import DPGroupBy
 from dpframe._ledger import Ledger, encode_key
 from dpframe._moments import Statistic
-from dpframe._release import Release, call_metadata
+from dpframe._release import JSONValue, Release, call_metadata
 from dpframe._typing import (
     AutoBounds,
     Bounds,
@@ -99,6 +99,19 @@ def _exact_sums(
     if groups:
         return rows.sum_table(column, grid, groups).reshape(-1)
     return np.array([rows.sum(column, grid)], dtype=object)
+
+
+def _sum_result(
+    noisy: NDArray[np.float64],
+    groups: Sequence[Group],
+    chosen: slice | NDArray[np.bool_],
+    column: ColumnLabel,
+    info: dict[str, JSONValue],
+) -> _results.DPFloat | pd.Series[Any]:
+    """A released sum: a float, or a Series over the groups' (chosen) keys."""
+    if not groups:
+        return _results.real(float(noisy[0]), info)
+    return _results.series(noisy, _tables.labels(groups)[chosen], str(column), info)
 
 
 def _noisy_units(
@@ -970,10 +983,7 @@ class DPAccessor:
                 exact = _exact_sums(rows, values, grid, groups)
                 noisy = _noisy_units(exact, grid, generator, rho=gaussian.rho, squared=squared)
                 spending.drawn(release)
-            info = call_metadata(spending.parts)
-            if not groups:
-                return _results.real(float(noisy[0]), info)
-            return _results.series(noisy, _tables.labels(groups), str(column), info)
+            return _sum_result(noisy, groups, slice(None), column, call_metadata(spending.parts))
 
         eps = _validation.epsilon(epsilon)
         selection, values_share = self._selection_plan(scope, eps, dlt, contribution)
@@ -1004,11 +1014,7 @@ class DPAccessor:
             exact = _exact_sums(rows, values, grid, groups)
             noisy = _noisy_units(exact[chosen], grid, generator, epsilon=sum_share)
             spending.drawn(contribution.charged(release))
-
-        info = call_metadata(spending.parts)
-        if not groups:
-            return _results.real(float(noisy[0]), info)
-        return _results.series(noisy, _tables.labels(groups)[chosen], str(column), info)
+        return _sum_result(noisy, groups, chosen, column, call_metadata(spending.parts))
 
     # ------------------------------------------------------------ means, variances, quantiles
 
