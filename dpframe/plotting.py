@@ -592,7 +592,7 @@ def plot_decision_curves(
     axes = _axes(ax)
     for method, method_delta, probabilities in curves:
         shown = show(method_delta)
-        delta_text = f"1 − e^−ε ≈ {shown}" if method == "cutoff" else shown
+        delta_text = f"1 − exp(−ε) ≈ {shown}" if method == "cutoff" else shown
         # p moves the curve (k = m + ln(2(1 - p))/ε for "laplace"): say so when it is not ½
         p_text = "" if method == "cutoff" or prob == 0.5 else f", p = {prob:.4g}"
         axes.plot(

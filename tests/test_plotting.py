@@ -430,7 +430,7 @@ def test_decision_curves_are_decision_probability() -> None:
         np.testing.assert_array_equal(np.asarray(lines[method].get_xdata()), x)
         np.testing.assert_array_equal(np.asarray(lines[method].get_ydata()), probs)
     assert "δ = 0, p = 0.7)" in lines["laplace"].get_label()
-    assert "1 − e^−ε" in lines["cutoff"].get_label()
+    assert "1 − exp(−ε)" in lines["cutoff"].get_label()
     assert "δ = 0.001, p = 0.7)" in lines["generalized"].get_label()
     assert list(lines["min_count"].get_xdata()) == [100, 100]
     # the curves' defining points (seed 001): cutoff is 1 from m on, p at m otherwise
