@@ -256,7 +256,11 @@ def snapping_scale(
 
 
 def _snap_noise(n: int, snap: _Snapping, source: BitSource) -> NDArray[np.float64]:
-    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms."""
+    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms.
+
+    The reference form of what :class:`_SnapKernel` computes (bit for bit, from the same
+    words); kept for the tests.
+    """
     exponent, m, sign = _full_precision_uniform(source, n)
     # -ln(U*) = e·ln 2 − ln m: exact up to float64 rounding, for any exponent.
     noise = exponent * _LN2
@@ -280,6 +284,71 @@ def _snap_round(z: NDArray[np.float64], snap: _Snapping, lo: float, hi: float) -
     np.floor(z, out=z)
     z *= grid  # exact: |k| < 2**47
     np.clip(z, lo, hi, out=z)
+
+
+# fl(e·fl(ln 2)) for the exponent e that the low 11 bits of a word give (0 where they are
+# all zero: those few values are completed from further words).
+_LOW_TERMS = _LOW_POSITIONS * _LN2
+_SIGN_BIT = np.uint64(1 << 63)
+
+
+class _SnapKernel:
+    """The snapping mechanism on blocks of ``_SNAP_BLOCK`` values, in preallocated buffers.
+
+    It performs exactly the float64 operations of ``_snap_noise`` and ``_snap_round``
+    (the same roundings, in the same order, from the same bits of the same words), so
+    its outputs are bit for bit theirs; it only avoids temporaries, reads ``e·ln 2``
+    from a table and moves the sign bit with two integer operations.
+    """
+
+    def __init__(self, snap: _Snapping, lo: float, hi: float, size: int) -> None:
+        self.snap, self.lo, self.hi = snap, lo, hi
+        self.index = np.empty(size, dtype=np.intp)
+        self.mantissa = np.empty(size, dtype=np.uint64)
+        self.sign = np.empty(size, dtype=np.uint64)
+
+    def noise(self, n: int, source: BitSource) -> NDArray[np.float64]:
+        """``_snap_noise(n, ...)``, bit for bit: ``±λ·(e·ln 2 − ln m)`` from one word each."""
+        index, mantissa, sign = self.index[:n], self.mantissa[:n], self.sign[:n]
+        word = source.words(n)
+        np.bitwise_and(word, np.uint64(_LOW_MASK), out=index.view(np.uint64))
+        noise = np.take(_LOW_TERMS, index, mode="clip")
+        pending = np.flatnonzero(index == 0)  # 11 zero bits: probability 2**-11
+        if pending.size:
+            exponent = np.zeros(pending.size)
+            offset = _LOW_BITS
+            undecided = np.arange(pending.size)
+            while undecided.size:  # as in _full_precision_uniform, on the few pending only
+                more = source.words(undecided.size) >> np.uint64(64 - _EXPONENT_BITS)
+                exponent[undecided] = offset + _first_one_position(more)
+                undecided = undecided[more == 0]
+                offset += _EXPONENT_BITS
+            noise[pending] = exponent * _LN2
+        np.right_shift(word, np.uint64(12), out=mantissa)
+        np.bitwise_or(mantissa, _ONE_BITS, out=mantissa)
+        log_m = mantissa.view(np.float64)
+        np.log(log_m, out=log_m)
+        noise -= log_m
+        noise *= self.snap.scale
+        np.left_shift(word, np.uint64(52), out=sign)  # bit 11 (the sign) to bit 63
+        np.bitwise_and(sign, _SIGN_BIT, out=sign)
+        bits = noise.view(np.uint64)
+        np.bitwise_xor(bits, sign, out=bits)
+        return noise
+
+    def finish(
+        self, values: NDArray[np.float64], noise: NDArray[np.float64], out: NDArray[np.float64]
+    ) -> None:
+        """``out[:] = clip(values)``, plus ``noise``, then ``_snap_round``'s operations."""
+        grid, lo, hi = self.snap.grid, self.lo, self.hi
+        np.clip(values, lo, hi, out=out)
+        out += noise
+        np.clip(out, lo - grid, hi + grid, out=out)
+        out *= 1.0 / grid
+        out += 0.5
+        np.floor(out, out=out)
+        out *= grid
+        np.clip(out, lo, hi, out=out)
 
 
 # ---------------------------------------------------------------- the snapping mechanism
@@ -405,11 +474,10 @@ def laplace(
     source = bit_source(rng)
     flat = array.reshape(-1)
     out = np.empty(flat.size, dtype=np.float64)
+    kernel = _SnapKernel(snap, lo, hi, min(flat.size, _SNAP_BLOCK))
     for start in range(0, flat.size, _SNAP_BLOCK):  # everything in cache, block by block
         stop = min(flat.size, start + _SNAP_BLOCK)
-        x = np.clip(flat[start:stop], lo, hi, out=out[start:stop])
-        x += _snap_noise(x.size, snap, source)
-        _snap_round(x, snap, lo, hi)
+        kernel.finish(flat[start:stop], kernel.noise(stop - start, source), out[start:stop])
     return out.reshape(array.shape)
 
 

@@ -325,6 +325,59 @@ def test_full_precision_uniform_has_no_floor() -> None:
         assert sign[0] == np.uint64(1 << 63)
 
 
+class _LowZeroSource:
+    """Seeded words with the 11 exponent bits cleared in every third (forcing more words)."""
+
+    private = False
+
+    def __init__(self, seed: int) -> None:
+        self._generator = np.random.default_rng(seed)
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        self.words_drawn += n
+        out = self._generator.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+        out[::3] &= ~np.uint64(2047)
+        out[1::5] = 0  # continuation words that are all zero: a third word and more
+        return out
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "bounds"), [(1.0, (-1000.0, 1000.0)), (0.1, (0.0, 2.0)), (3.0, (-5.0, 7.5))]
+)
+def test_snapping_kernel_is_the_reference_computation_bit_for_bit(
+    epsilon: float, bounds: tuple[float, float]
+) -> None:
+    """The fused kernel performs _snap_noise's and _snap_round's float64 operations exactly."""
+    snap = _laplace._snapping(_exact(epsilon), Fraction(1), *bounds)
+    n = 5000
+    kernel = _laplace._SnapKernel(snap, *bounds, n)
+    x = np.random.default_rng(0).uniform(-2000.0, 2000.0, n)
+    x[:10], x[10:20] = np.inf, -np.inf
+    for seed in range(4):
+        for make in (_random.bit_source, _LowZeroSource):
+            reference = _laplace._snap_noise(n, snap, make(seed))
+            noise = kernel.noise(n, make(seed))
+            assert np.array_equal(reference.view(np.uint64), noise.view(np.uint64))
+            rounded = np.clip(x, *bounds) + reference
+            _laplace._snap_round(rounded, snap, *bounds)
+            fused = np.empty(n)
+            kernel.finish(x, noise, fused)
+            assert np.array_equal(rounded.view(np.uint64), fused.view(np.uint64))
+
+
+def test_bit_for_bit_check_catches_a_reordered_product() -> None:
+    """Validity twin: λ·(e·ln 2) − λ·ln m, mathematically equal, differs in some last bit."""
+    snap = _laplace._snapping(Fraction(1), Fraction(1), -1000.0, 1000.0)
+    n = 5000
+    exponent, m, sign = _laplace._full_precision_uniform(_random.bit_source(1), n)
+    reordered = exponent * _laplace._LN2 * snap.scale - np.log(m) * snap.scale
+    reordered.view(np.uint64)[:] ^= sign
+    noise = _laplace._SnapKernel(snap, -1000.0, 1000.0, n).noise(n, _random.bit_source(1))
+    assert np.allclose(reordered, noise, rtol=0, atol=1e-12)
+    assert not np.array_equal(reordered.view(np.uint64), noise.view(np.uint64))
+
+
 def test_numpy_log_error_is_below_one_ulp() -> None:
     """The snapping analysis assumes numpy's log on [1, 2) errs by at most 2 ulp."""
     if np.finfo(np.longdouble).nmant < 60:
