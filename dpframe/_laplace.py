@@ -892,6 +892,44 @@ def _propose(
     return j, accept
 
 
+# Proposals per rejection round: after the first round, each pending value gets enough
+# proposals for the round to hold about as many as the first (at most _MAX_TRIES each).
+_MAX_TRIES = 64
+
+
+def _rejection_rounds(
+    plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
+) -> NDArray[np.int64]:
+    """For each grid index in ``v``, the first accepted of independent proposals.
+
+    :func:`dpframe._geometric.rejection_rounds`' loop (same rounds, same distribution:
+    each value keeps its first accepted proposal, the rest are discarded), with index
+    arrays instead of boolean masks (numpy's masked gather branches per element, and
+    half the proposals of a value at an end of the domain are rejected at random).
+    """
+    out, accepted = _propose(plan, v, source)
+    pending = np.flatnonzero(~accepted)
+    while pending.size:  # a loop over rejection rounds, on the rejected values only
+        tries = min(_MAX_TRIES, max(1, v.size // (4 * pending.size)))
+        if tries == 1:
+            proposal, accepted = _propose(plan, v[pending], source)
+            hit = np.flatnonzero(accepted)
+            out[pending[hit]] = proposal[hit]
+            pending = pending[np.flatnonzero(~accepted)]
+            continue
+        proposal, accepted = _propose(plan, np.repeat(v[pending], tries), source)
+        hits = np.flatnonzero(accepted)  # in order: proposal k belongs to value k // tries
+        owner = hits // tries
+        first = np.ones(hits.size, dtype=np.bool_)
+        np.not_equal(owner[1:], owner[:-1], out=first[1:])  # the first accepted of each value
+        firsts = np.flatnonzero(first)
+        out[pending[owner[firsts]]] = proposal[hits[firsts]]
+        done = np.zeros(pending.size, dtype=np.bool_)
+        done[owner] = True
+        pending = pending[np.flatnonzero(~done)]
+    return out
+
+
 def _grid_index(x: NDArray[np.float64], plan: _BoundedPlan) -> NDArray[np.int64]:
     """Nearest grid index (ties up) of clamped inputs, relative to ``plan.first``, exactly."""
     q = x * (1.0 / plan.grid)  # exact: the grid is a power of two
@@ -1023,8 +1061,7 @@ def bounded_laplace(
     for start in range(0, flat.size, _REJECTION_BLOCK):  # everything in cache, block by block
         stop = min(flat.size, start + _REJECTION_BLOCK)
         v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
-        j = np.empty(stop - start, dtype=np.int64)
-        _geometric.rejection_rounds(lambda w: _propose(plan, w, source), v, j)
+        j = _rejection_rounds(plan, v, source)
         j += plan.first
         np.multiply(j, plan.grid, out=out[start:stop])
     return out.reshape(array.shape)
