@@ -685,7 +685,7 @@ class _AcceptTable:
     def draw(self, source: BitSource, index: NDArray[np.int64]) -> NDArray[np.bool_]:
         """One exact draw of coin ``index[i]`` for each ``i``."""
         u = random_uint16(source, index.size)
-        threshold = np.take(self.prefix, index)
+        threshold = np.take(self.prefix, index, mode="clip")  # in range: skip numpy's check
         accept = u < threshold
         for position in np.flatnonzero(u == threshold).tolist():  # about 2**-16 of them
             digits = self.rest(int(index[position]))
@@ -853,16 +853,15 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     span = steps + 1
     if span <= 1 << 32:
         floor = (1 << 32) % span
-        pending = np.arange(n)
+        product = random_uint32(source, n).astype(np.uint64)
+        product *= np.uint64(span)
+        np.right_shift(product, np.uint64(32), out=out.view(np.uint64))
+        pending = np.flatnonzero((product & np.uint64(0xFFFFFFFF)) < floor)
         while pending.size:  # each round accepts with probability > 1 - span / 2**32
             product = random_uint32(source, pending.size).astype(np.uint64) * np.uint64(span)
-            ok = (product & np.uint64(0xFFFFFFFF)) >= floor
-            high = (product >> np.uint64(32)).astype(np.int64)
-            if pending.size == n:
-                out[...] = high
-            else:
-                out[pending[ok]] = high[ok]
-            pending = pending[~ok]
+            ok = np.flatnonzero((product & np.uint64(0xFFFFFFFF)) >= floor)
+            out[pending[ok]] = (product[ok] >> np.uint64(32)).astype(np.int64)
+            pending = pending[np.flatnonzero((product & np.uint64(0xFFFFFFFF)) < floor)]
         return out
     pending = np.arange(n)
     shift = np.uint64(64 - steps.bit_length())
@@ -892,41 +891,78 @@ def _propose(
     return j, accept
 
 
-# Proposals per rejection round: after the first round, each pending value gets enough
-# proposals for the round to hold about as many as the first (at most _MAX_TRIES each).
+# Rejection rounds give each pending value one proposal (the fewest proposals in all)
+# until fewer than _FEW_PENDING are left; then several each, for about _FEW_PENDING
+# proposals per round (at most _MAX_TRIES each): a few more proposals, far fewer rounds.
+_FEW_PENDING = 1 << 13
 _MAX_TRIES = 64
 
 
-def _rejection_rounds(
+def _propose_blocks(
     plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
-) -> NDArray[np.int64]:
-    """For each grid index in ``v``, the first accepted of independent proposals.
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """:func:`_propose` for each element of ``v``, ``_REJECTION_BLOCK`` elements at a time."""
+    if v.size <= _REJECTION_BLOCK:
+        return _propose(plan, v, source)
+    j = np.empty(v.size, dtype=np.int64)
+    accepted = np.empty(v.size, dtype=np.bool_)
+    for start in range(0, v.size, _REJECTION_BLOCK):
+        stop = min(v.size, start + _REJECTION_BLOCK)
+        j[start:stop], accepted[start:stop] = _propose(plan, v[start:stop], source)
+    return j, accepted
 
-    :func:`dpframe._geometric.rejection_rounds`' loop (same rounds, same distribution:
-    each value keeps its first accepted proposal, the rest are discarded), with index
-    arrays instead of boolean masks (numpy's masked gather branches per element, and
-    half the proposals of a value at an end of the domain are rejected at random).
+
+def _bounded_release(
+    plan: _BoundedPlan, flat: NDArray[np.float64], lo: float, hi: float, source: BitSource
+) -> NDArray[np.float64]:
+    """The released values for the inputs ``flat``: at each the grid point of the first
+    accepted of independent proposals, by rejection rounds.
+
+    The first round proposes once for every value, block by block in cache; the later
+    rounds gather the rejected values of the whole call, so that their proposals, too,
+    are drawn in full blocks (numpy's cost per call dominated small rounds). Once few
+    values are left, each gets several proposals at once (independent draws, of which
+    the first accepted is kept and the rest discarded: the same distribution as
+    proposing one at a time). Index arrays, not boolean masks, select the rejected
+    values: numpy's masked gather branches per element, and the acceptances of a value
+    at an end of the domain are coin flips.
     """
-    out, accepted = _propose(plan, v, source)
-    pending = np.flatnonzero(~accepted)
+    n = flat.size
+    out = np.empty(n, dtype=np.float64)
+    rejected = []
+    for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
+        stop = min(n, start + _REJECTION_BLOCK)
+        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+        j, accepted = _propose(plan, v, source)
+        j += plan.first
+        np.multiply(j, plan.grid, out=out[start:stop])  # exact: |j| < 2**52
+        missed = np.flatnonzero(~accepted)
+        if missed.size:
+            rejected.append(missed + start)
+    pending = np.concatenate(rejected) if rejected else np.empty(0, dtype=np.intp)
+    # The grid indices of the pending values (recomputed: cheaper than keeping them all).
+    values = _grid_index(np.clip(flat[pending], lo, hi), plan)
     while pending.size:  # a loop over rejection rounds, on the rejected values only
-        tries = min(_MAX_TRIES, max(1, v.size // (4 * pending.size)))
+        tries = min(_MAX_TRIES, max(1, _FEW_PENDING // pending.size))
         if tries == 1:
-            proposal, accepted = _propose(plan, v[pending], source)
-            hit = np.flatnonzero(accepted)
-            out[pending[hit]] = proposal[hit]
-            pending = pending[np.flatnonzero(~accepted)]
-            continue
-        proposal, accepted = _propose(plan, np.repeat(v[pending], tries), source)
-        hits = np.flatnonzero(accepted)  # in order: proposal k belongs to value k // tries
-        owner = hits // tries
-        first = np.ones(hits.size, dtype=np.bool_)
-        np.not_equal(owner[1:], owner[:-1], out=first[1:])  # the first accepted of each value
-        firsts = np.flatnonzero(first)
-        out[pending[owner[firsts]]] = proposal[hits[firsts]]
-        done = np.zeros(pending.size, dtype=np.bool_)
-        done[owner] = True
-        pending = pending[np.flatnonzero(~done)]
+            proposal, accepted = _propose_blocks(plan, values, source)
+            hit = np.flatnonzero(accepted)  # positions in pending
+            chosen = proposal[hit]
+            miss = np.flatnonzero(~accepted)
+        else:
+            proposal, accepted = _propose_blocks(plan, np.repeat(values, tries), source)
+            hits = np.flatnonzero(accepted)  # in order: proposal k belongs to value k // tries
+            owner = hits // tries
+            first = np.ones(hits.size, dtype=np.bool_)
+            np.not_equal(owner[1:], owner[:-1], out=first[1:])  # the first accepted of each
+            firsts = np.flatnonzero(first)
+            hit, chosen = owner[firsts], proposal[hits[firsts]]
+            done = np.zeros(pending.size, dtype=np.bool_)
+            done[hit] = True
+            miss = np.flatnonzero(~done)
+        chosen += plan.first
+        out[pending[hit]] = chosen * plan.grid
+        pending, values = pending[miss], values[miss]
     return out
 
 
@@ -1056,14 +1092,7 @@ def bounded_laplace(
     array = _validation.real_array(values)
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     source = bit_source(rng)
-    flat = array.reshape(-1)
-    out = np.empty(flat.size, dtype=np.float64)
-    for start in range(0, flat.size, _REJECTION_BLOCK):  # everything in cache, block by block
-        stop = min(flat.size, start + _REJECTION_BLOCK)
-        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
-        j = _rejection_rounds(plan, v, source)
-        j += plan.first
-        np.multiply(j, plan.grid, out=out[start:stop])
+    out = _bounded_release(plan, array.reshape(-1), lo, hi, source)
     return out.reshape(array.shape)
 
 
