@@ -859,9 +859,10 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
         pending = np.flatnonzero((product & np.uint64(0xFFFFFFFF)) < floor)
         while pending.size:  # each round accepts with probability > 1 - span / 2**32
             product = random_uint32(source, pending.size).astype(np.uint64) * np.uint64(span)
-            ok = np.flatnonzero((product & np.uint64(0xFFFFFFFF)) >= floor)
-            out[pending[ok]] = (product[ok] >> np.uint64(32)).astype(np.int64)
-            pending = pending[np.flatnonzero((product & np.uint64(0xFFFFFFFF)) < floor)]
+            low_ok = (product & np.uint64(0xFFFFFFFF)) >= floor
+            kept = np.flatnonzero(low_ok)
+            out[pending[kept]] = (product[kept] >> np.uint64(32)).astype(np.int64)
+            pending = pending[np.flatnonzero(~low_ok)]
         return out
     pending = np.arange(n)
     shift = np.uint64(64 - steps.bit_length())

@@ -1072,3 +1072,69 @@ def test_acceptance_coin_after_a_tie_uses_the_rest() -> None:
     from scipy import stats
 
     assert stats.binomtest(accepted, n, float(rest)).pvalue > FALSE_ALARM
+
+
+# ---------------------------------------------------------------- uniform proposal index
+
+
+class _Uint32Script:
+    """A BitSource that hands out given 32-bit values in order (two per word)."""
+
+    private = False
+    words_drawn = 0
+
+    def __init__(self, values: list[int]) -> None:
+        self.queue = list(values)
+
+    def words(self, count: int) -> NDArray[np.uint64]:
+        taken, self.queue = self.queue[: 2 * count], self.queue[2 * count :]
+        return np.array(taken, dtype=np.uint32).view(np.uint64)
+
+
+def _lemire_rounds(values: list[int], steps: int, n: int) -> list[int]:
+    """Lemire's method, rounds as dpframe draws them: a round draws one 32-bit value per
+    pending element (from whole words), and keeps those whose low product reaches
+    ``2**32 mod span``; the others are redrawn in the next round."""
+    span, queue = steps + 1, list(values)
+    floor = (1 << 32) % span
+    out = [-1] * n
+    pending = list(range(n))
+    while pending:
+        draws, queue = queue[: len(pending)], queue[2 * ((len(pending) + 1) // 2) :]
+        again = []
+        for k, r in zip(pending, draws, strict=True):
+            if (r * span) & 0xFFFFFFFF >= floor:
+                out[k] = (r * span) >> 32
+            else:
+                again.append(k)
+        pending = again
+    return out
+
+
+@pytest.mark.parametrize("steps", [2**31, 2**21, 3 * 2**20 + 7])
+def test_uniform_index_is_lemires_method(steps: int) -> None:
+    """Accepted 32-bit draws map to (r·span) >> 32; rejected ones are redrawn."""
+    n = 4000
+    span = steps + 1
+    floor = (1 << 32) % span
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 1 << 32, 3 * n, dtype=np.uint64).tolist()
+    # Make the first 40 draws rejected ones, so the redraw path surely runs.
+    rejected = [r for r in range(0, 1 << 32, 4099) if (r * span) & 0xFFFFFFFF < floor][:40]
+    assert len(rejected) == 40
+    values[:40] = rejected
+    got = _laplace._uniform_index(_Uint32Script(values), n, steps)
+    assert got.tolist() == _lemire_rounds(values, steps, n)
+    assert np.all((got >= 0) & (got <= steps))
+
+
+def test_lemire_check_catches_a_skipped_redraw() -> None:
+    """Validity twin: keeping the rejected draws changes the first 40 outputs."""
+    steps, n = 2**31, 4000
+    span = steps + 1
+    floor = (1 << 32) % span
+    values = np.random.default_rng(5).integers(0, 1 << 32, 3 * n, dtype=np.uint64).tolist()
+    rejected = [r for r in range(0, 1 << 32, 4099) if (r * span) & 0xFFFFFFFF < floor][:40]
+    values[:40] = rejected
+    kept = [(r * span) >> 32 for r in values[:n]]
+    assert kept != _lemire_rounds(values, steps, n)
