@@ -22,7 +22,7 @@ import functools
 import math
 import numbers
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe._coins import random_uint16, random_uint32
+from dpframe._coins import DyadicSampler, random_uint16, random_uint32
 from dpframe._exact import exp_decimal, precise, show, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
@@ -559,6 +559,8 @@ class _BoundedPlan:
     kappa: Decimal  # bound on |ln realized weight − ln ideal weight| for |n| <= near
     far: Decimal  # mass beyond `near`, relative to the smallest normalization
     margin: Decimal  # privacy loss added to the ideal one by the realized coins
+    # geometric sampler: draws N = 0 or a fair sign exactly as the engine does (see _signs)
+    signs: DyadicSampler | None = field(default=None, compare=False)
 
     @property
     def scale(self) -> float:
@@ -828,7 +830,18 @@ def _bounded_plan(
         kappa=kappa,
         far=far,
         margin=margin,
+        signs=None if plan is None else _signs(plan),
     )
+
+
+def _signs(plan: _geometric.GeometricPlan) -> DyadicSampler:
+    """``N = 0``, ``+1`` or ``-1`` with the engine's exact probabilities: ``z`` for 0 and
+    ``(1 − z)/2`` for each sign, ``z`` the plan's zero coin (as in its first table)."""
+    zero = plan.zero
+    bits = 64 * zero.nwords
+    other = (1 << bits) - zero.numerator
+    values = np.array([0, 1, -1], dtype=np.int8)
+    return DyadicSampler([zero.numerator << 1, other, other], bits + 1, values)
 
 
 def bounded_laplace_scale(
@@ -874,14 +887,57 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     return out
 
 
+def _propose_geometric(
+    plan: _BoundedPlan, signs: DyadicSampler | None, v: NDArray[np.int64], source: BitSource
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Proposals ``v + N`` with a sign that can land in the domain, and their acceptance.
+
+    ``N`` is drawn by the geometric engine. Its realized law is symmetric: ``N = 0``
+    with probability ``z``, else a fair sign and a magnitude ``|N|`` independent of it.
+    Where the sign points out of the domain (``v + sign`` outside ``[0, steps]``: a
+    value at an end), the plain rejection sampler would reject the proposal and start
+    again, and the next proposal's zero-or-sign part is a fresh draw of ``signs``. So
+    the sign (or zero) is redrawn from ``signs`` until it is feasible, and the magnitude
+    already drawn, independent of every sign, is kept: the proposal then has exactly
+    the law of the first proposal of the plain sampler whose sign is feasible, and the
+    accepted outputs exactly the law of ``v + N`` conditioned on the domain. A value at
+    an end thus needs about one proposal, not two.
+    """
+    steps = np.uint64(plan.steps)
+    geometric = plan.geometric
+    if geometric is None or signs is None:
+        raise DPFrameError("internal error: geometric proposal without its plan; please report")
+    noise = _geometric.geometric_noise(geometric, v.size, source, False)
+    j = noise + v  # (one block: the rejection loop's blocks are no larger than the engine's)
+    # 0 <= j <= steps in one comparison: a negative j is above 2**63 as unsigned.
+    accepted = j.view(np.uint64) <= steps
+    out = np.flatnonzero(~accepted)
+    if out.size:
+        # Which of them have a sign that points out of the domain (|N| >= 1 > 0 there).
+        sign = np.sign(noise[out])
+        infeasible = (v[out] + sign).view(np.uint64) > steps
+        redo = out[np.flatnonzero(infeasible)]
+        magnitude = np.abs(noise[redo])
+        base = v[redo]
+        pending = np.arange(redo.size)
+        while pending.size:  # each round: a feasible sign or zero with probability >= 1/2
+            code = signs.sample(source, pending.size)[0].astype(np.int64)
+            fine = (base[pending] + code).view(np.uint64) <= steps
+            done = pending[np.flatnonzero(fine)]
+            magnitude[done] *= code[np.flatnonzero(fine)]  # zero: N = 0, the value itself
+            pending = pending[np.flatnonzero(~fine)]
+        magnitude += base
+        j[redo] = magnitude
+        accepted[redo] = magnitude.view(np.uint64) <= steps
+    return j, accepted
+
+
 def _propose(
     plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """One proposal per element and whether it is accepted."""
     if plan.geometric is not None:
-        j = _geometric.geometric_noise(plan.geometric, v.size, source, False)
-        j += v  # (one block: the rejection loop's blocks are no larger than the engine's)
-        return j, (j >= 0) & (j <= plan.steps)
+        return _propose_geometric(plan, plan.signs, v, source)
     j = _uniform_index(source, v.size, plan.steps)
     distance = np.abs(j - v)
     accept = np.ones(v.size, dtype=np.bool_)
@@ -930,7 +986,7 @@ def _bounded_release(
     """
     n = flat.size
     out = np.empty(n, dtype=np.float64)
-    rejected = []
+    rejected, rejected_values = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.int64)]
     for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
         stop = min(n, start + _REJECTION_BLOCK)
         v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
@@ -940,9 +996,8 @@ def _bounded_release(
         missed = np.flatnonzero(~accepted)
         if missed.size:
             rejected.append(missed + start)
-    pending = np.concatenate(rejected) if rejected else np.empty(0, dtype=np.intp)
-    # The grid indices of the pending values (recomputed: cheaper than keeping them all).
-    values = _grid_index(np.clip(flat[pending], lo, hi), plan)
+            rejected_values.append(v[missed])
+    pending, values = np.concatenate(rejected), np.concatenate(rejected_values)
     while pending.size:  # a loop over rejection rounds, on the rejected values only
         tries = min(_MAX_TRIES, max(1, _FEW_PENDING // pending.size))
         if tries == 1:
@@ -1036,8 +1091,11 @@ def bounded_laplace(
     (``j·g`` in ``[lo, hi]``) has probability ``w(|j − v|) / Σ_j' w(|j' − v|)``, drawn
     by exact rejection: propose ``v + N`` with ``N`` from dpframe's exact geometric
     engine (when the noise is narrower than the domain) or ``j`` uniform (when it is
-    wider) and accept with probability ``w``, an exact product of dyadic coins. No
-    floating-point value decides anything. The weights ``w(n)`` are those of
+    wider) and accept with probability ``w``, an exact product of dyadic coins. (A
+    geometric proposal whose sign points out of the domain, at an end, has its sign
+    redrawn and keeps its magnitude, which is independent of the sign: the same law as
+    rejecting it and proposing again, at half the cost.) No floating-point value
+    decides anything. The weights ``w(n)`` are those of
     ``γ^|n|``, ``γ = exp(−g/b)``, up to the dyadic rounding of the coins, whose
     effect on the privacy loss dpframe bounds from the coins' exact probabilities by
     a margin ``μ`` (below ``2^-30`` in practice; see ``_geometric_margin``).
@@ -1061,13 +1119,15 @@ def bounded_laplace(
 
     **Running time and randomness.** Rejection sampling: each value is proposed
     again until a proposal is accepted, and the number of rounds, of random words and
-    the time all depend on the value. A value at an end of the domain is rejected
-    about half the time when the noise is narrower than the domain, a value in the
-    middle rarely; so an observer who can time the call or count the random words
-    learns something about the value itself, not only about the noise. The values are
-    processed in blocks of 32,768 and a block's rounds draw several proposals per
-    pending value once few are left, which blurs but does not remove this. Use
-    :func:`laplace` (fixed work per value) where timing can be observed.
+    the time all depend on the value. A value at an end of the domain redraws the
+    sign of about half its proposals when the noise is narrower than the domain (and
+    is rejected about half the time when it is wider), a value in the middle rarely;
+    so an observer who can time the call or count the random words learns something
+    about the value itself, not only about the noise. The first round runs in blocks
+    of 32,768 values, the later ones over all the rejected values of the call, with
+    several proposals per pending value once few are left, which blurs but does not
+    remove this. Use :func:`laplace` (fixed work per value) where timing can be
+    observed.
 
     References
     ----------

@@ -678,6 +678,48 @@ def test_bounded_matches_the_exact_conditional_distribution(
     assert binned_pvalue(indices, ideal) > FALSE_ALARM
 
 
+def test_sign_sampler_has_the_engines_exact_probabilities() -> None:
+    """N = 0 with the zero coin's probability z, each sign with (1 − z)/2, exactly."""
+    for case in BOUNDED_CASES:
+        epsilon, delta, sensitivity, bounds, sampler = case.values
+        plan = _plan(epsilon, delta, sensitivity, bounds)
+        if sampler != "geometric":
+            assert plan.signs is None
+            continue
+        signs = plan.signs
+        total = 1 << (16 * signs._levels)
+        probability = {
+            int(value): Fraction(numerator, total)
+            for value, numerator in zip(signs.values.tolist(), signs._numerators, strict=True)
+        }
+        z = plan.geometric.zero.probability
+        assert probability == {0: z, 1: (1 - z) / 2, -1: (1 - z) / 2}
+
+
+def _halving_sign_fix(
+    plan: Any, signs: Any, v: NDArray[np.int64], source: Any
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """A broken proposal: where the sign points out, flip it and halve the magnitude."""
+    noise = _geometric.geometric_noise(plan.geometric, v.size, source, False)
+    j = v + noise
+    flip = np.flatnonzero((v + np.sign(noise) < 0) | (v + np.sign(noise) > plan.steps))
+    j[flip] = v[flip] - noise[flip] // 2
+    return j, (j >= 0) & (j <= plan.steps)
+
+
+def test_end_goodness_of_fit_catches_a_wrong_sign_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validity twin: the end-of-domain test sees a sign fix that changes the magnitudes."""
+    epsilon, delta, sensitivity, bounds, _ = BOUNDED_CASES[0].values
+    plan = _plan(epsilon, delta, sensitivity, bounds)
+    monkeypatch.setattr(_laplace, "_propose_geometric", _halving_sign_fix)
+    out = bounded_laplace(
+        np.full(N_GOF, bounds[0]), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds
+    )
+    indices = np.round(out / plan.grid).astype(np.int64) - plan.first
+    ideal = Conditional(ideal_log_weights(plan.steps, float(plan.unit))).log_pmf(0)
+    assert binned_pvalue(indices, ideal) < FALSE_ALARM
+
+
 def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
     """Validity twin: samples drawn for epsilon / 0.75 fail against the plan's distribution."""
     epsilon, sensitivity, bounds = 2.0, 1.0, (0.0, 2.0)
