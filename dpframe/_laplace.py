@@ -887,6 +887,21 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     return out
 
 
+def _feasible_codes(
+    signs: DyadicSampler, bad: NDArray[np.int64], source: BitSource
+) -> NDArray[np.int64]:
+    """For each element, the first of independent ``signs`` draws that is not ``bad``."""
+    code = np.empty(bad.size, dtype=np.int64)
+    pending = np.arange(bad.size)
+    while pending.size:  # each round settles about half of the elements (more near N = 0)
+        draw = signs.sample(source, pending.size)[0].astype(np.int64)
+        fine = draw != bad[pending]
+        hit = np.flatnonzero(fine)
+        code[pending[hit]] = draw[hit]
+        pending = pending[np.flatnonzero(~fine)]
+    return code
+
+
 def _propose_geometric(
     plan: _BoundedPlan, signs: DyadicSampler | None, v: NDArray[np.int64], source: BitSource
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
@@ -913,22 +928,19 @@ def _propose_geometric(
     accepted = j.view(np.uint64) <= steps
     out = np.flatnonzero(~accepted)
     if out.size:
-        # Which of them have a sign that points out of the domain (|N| >= 1 > 0 there).
+        # Which of them have a sign that points out of the domain (|N| >= 1 > 0 there):
+        # only at an end (0 < v < steps has both neighbours), and only that one sign.
         sign = np.sign(noise[out])
         infeasible = (v[out] + sign).view(np.uint64) > steps
         redo = out[np.flatnonzero(infeasible)]
-        magnitude = np.abs(noise[redo])
-        base = v[redo]
-        pending = np.arange(redo.size)
-        while pending.size:  # each round: a feasible sign or zero with probability >= 1/2
-            code = signs.sample(source, pending.size)[0].astype(np.int64)
-            fine = (base[pending] + code).view(np.uint64) <= steps
-            done = pending[np.flatnonzero(fine)]
-            magnitude[done] *= code[np.flatnonzero(fine)]  # zero: N = 0, the value itself
-            pending = pending[np.flatnonzero(~fine)]
-        magnitude += base
-        j[redo] = magnitude
-        accepted[redo] = magnitude.view(np.uint64) <= steps
+        if redo.size:
+            bad = sign[np.flatnonzero(infeasible)]
+            code = _feasible_codes(signs, bad, source)  # 0 (N = 0) or the other sign
+            magnitude = np.abs(noise[redo])
+            magnitude *= code
+            magnitude += v[redo]
+            j[redo] = magnitude
+            accepted[redo] = magnitude.view(np.uint64) <= steps
     return j, accepted
 
 

@@ -696,6 +696,37 @@ def test_sign_sampler_has_the_engines_exact_probabilities() -> None:
         assert probability == {0: z, 1: (1 - z) / 2, -1: (1 - z) / 2}
 
 
+def _third_zero_signs() -> Any:
+    """A zero-or-sign sampler with P(0) = 349526 / 2**20 (about 1/3): zero is visible."""
+    from dpframe._coins import DyadicSampler
+
+    return DyadicSampler([349526, 349525, 349525], 20, np.array([0, 1, -1], dtype=np.int8))
+
+
+def _feasible_code_pvalue(codes: NDArray[np.int64], bad: NDArray[np.int64]) -> float:
+    """Chi-square p-value that the codes are the first draw that is not ``bad``."""
+    zero = Fraction(349526, 349526 + 349525)  # P(0 | not bad), exactly
+    relative = np.where(codes == 0, 0, np.where(codes == -bad, 1, 2))  # 2: bad (never)
+    return chi_square_pvalue(relative, np.arange(3), np.array([float(zero), float(1 - zero), 0.0]))
+
+
+def test_feasible_codes_are_the_first_draw_that_is_not_bad() -> None:
+    n = 400_000
+    bad = np.where(np.arange(n) % 2 == 0, -1, 1)
+    codes = _laplace._feasible_codes(_third_zero_signs(), bad, _random.bit_source(None))
+    assert not np.any(codes == bad)
+    assert _feasible_code_pvalue(codes, bad) > FALSE_ALARM
+
+
+def test_feasible_code_test_catches_a_flipped_sign() -> None:
+    """Validity twin: flipping a bad sign (instead of drawing again) leaves P(0) at z."""
+    n = 400_000
+    bad = np.where(np.arange(n) % 2 == 0, -1, 1)
+    draws = _third_zero_signs().sample(_random.bit_source(None), n)[0].astype(np.int64)
+    flipped = np.where(draws == bad, -bad, draws)
+    assert _feasible_code_pvalue(flipped, bad) < FALSE_ALARM
+
+
 def _halving_sign_fix(
     plan: Any, signs: Any, v: NDArray[np.int64], source: Any
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
