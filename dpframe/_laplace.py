@@ -306,13 +306,17 @@ class _SnapKernel:
         self.index = np.empty(size, dtype=np.intp)
         self.mantissa = np.empty(size, dtype=np.uint64)
         self.sign = np.empty(size, dtype=np.uint64)
+        self.buffer = np.empty(size, dtype=np.float64)
 
     def noise(self, n: int, source: BitSource) -> NDArray[np.float64]:
-        """``_snap_noise(n, ...)``, bit for bit: ``±λ·(e·ln 2 − ln m)`` from one word each."""
+        """``_snap_noise(n, ...)``, bit for bit: ``±λ·(e·ln 2 − ln m)`` from one word each.
+
+        The result lives in the kernel's buffer: valid until the next call.
+        """
         index, mantissa, sign = self.index[:n], self.mantissa[:n], self.sign[:n]
         word = source.words(n)
         np.bitwise_and(word, np.uint64(_LOW_MASK), out=index.view(np.uint64))
-        noise = np.take(_LOW_TERMS, index, mode="clip")
+        noise = np.take(_LOW_TERMS, index, mode="clip", out=self.buffer[:n])
         pending = np.flatnonzero(index == 0)  # 11 zero bits: probability 2**-11
         if pending.size:
             exponent = np.zeros(pending.size)
