@@ -22,7 +22,7 @@ import functools
 import math
 import numbers
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe._coins import random_uint16, random_uint32
+from dpframe._coins import DyadicSampler, random_uint16, random_uint32
 from dpframe._exact import exp_decimal, precise, show, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
@@ -256,7 +256,11 @@ def snapping_scale(
 
 
 def _snap_noise(n: int, snap: _Snapping, source: BitSource) -> NDArray[np.float64]:
-    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms."""
+    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms.
+
+    The reference form of what :class:`_SnapKernel` computes (bit for bit, from the same
+    words); kept for the tests.
+    """
     exponent, m, sign = _full_precision_uniform(source, n)
     # -ln(U*) = e·ln 2 − ln m: exact up to float64 rounding, for any exponent.
     noise = exponent * _LN2
@@ -280,6 +284,75 @@ def _snap_round(z: NDArray[np.float64], snap: _Snapping, lo: float, hi: float) -
     np.floor(z, out=z)
     z *= grid  # exact: |k| < 2**47
     np.clip(z, lo, hi, out=z)
+
+
+# fl(e·fl(ln 2)) for the exponent e that the low 11 bits of a word give (0 where they are
+# all zero: those few values are completed from further words).
+_LOW_TERMS = _LOW_POSITIONS * _LN2
+_SIGN_BIT = np.uint64(1 << 63)
+
+
+class _SnapKernel:
+    """The snapping mechanism on blocks of ``_SNAP_BLOCK`` values, in preallocated buffers.
+
+    It performs exactly the float64 operations of ``_snap_noise`` and ``_snap_round``
+    (the same roundings, in the same order, from the same bits of the same words), so
+    its outputs are bit for bit theirs; it only avoids temporaries, reads ``e·ln 2``
+    from a table and moves the sign bit with two integer operations.
+    """
+
+    def __init__(self, snap: _Snapping, lo: float, hi: float, size: int) -> None:
+        self.snap, self.lo, self.hi = snap, lo, hi
+        self.index = np.empty(size, dtype=np.intp)
+        self.mantissa = np.empty(size, dtype=np.uint64)
+        self.sign = np.empty(size, dtype=np.uint64)
+        self.buffer = np.empty(size, dtype=np.float64)
+
+    def noise(self, n: int, source: BitSource) -> NDArray[np.float64]:
+        """``_snap_noise(n, ...)``, bit for bit: ``±λ·(e·ln 2 − ln m)`` from one word each.
+
+        The result lives in the kernel's buffer: valid until the next call.
+        """
+        index, mantissa, sign = self.index[:n], self.mantissa[:n], self.sign[:n]
+        word = source.words(n)
+        np.bitwise_and(word, np.uint64(_LOW_MASK), out=index.view(np.uint64))
+        noise = np.take(_LOW_TERMS, index, mode="clip", out=self.buffer[:n])
+        pending = np.flatnonzero(index == 0)  # 11 zero bits: probability 2**-11
+        if pending.size:
+            exponent = np.zeros(pending.size)
+            offset = _LOW_BITS
+            undecided = np.arange(pending.size)
+            while undecided.size:  # as in _full_precision_uniform, on the few pending only
+                more = source.words(undecided.size) >> np.uint64(64 - _EXPONENT_BITS)
+                exponent[undecided] = offset + _first_one_position(more)
+                undecided = undecided[more == 0]
+                offset += _EXPONENT_BITS
+            noise[pending] = exponent * _LN2
+        np.right_shift(word, np.uint64(12), out=mantissa)
+        np.bitwise_or(mantissa, _ONE_BITS, out=mantissa)
+        log_m = mantissa.view(np.float64)
+        np.log(log_m, out=log_m)
+        noise -= log_m
+        noise *= self.snap.scale
+        np.left_shift(word, np.uint64(52), out=sign)  # bit 11 (the sign) to bit 63
+        np.bitwise_and(sign, _SIGN_BIT, out=sign)
+        bits = noise.view(np.uint64)
+        np.bitwise_xor(bits, sign, out=bits)
+        return noise
+
+    def finish(
+        self, values: NDArray[np.float64], noise: NDArray[np.float64], out: NDArray[np.float64]
+    ) -> None:
+        """``out[:] = clip(values)``, plus ``noise``, then ``_snap_round``'s operations."""
+        grid, lo, hi = self.snap.grid, self.lo, self.hi
+        np.clip(values, lo, hi, out=out)
+        out += noise
+        np.clip(out, lo - grid, hi + grid, out=out)
+        out *= 1.0 / grid
+        out += 0.5
+        np.floor(out, out=out)
+        out *= grid
+        np.clip(out, lo, hi, out=out)
 
 
 # ---------------------------------------------------------------- the snapping mechanism
@@ -405,11 +478,10 @@ def laplace(
     source = bit_source(rng)
     flat = array.reshape(-1)
     out = np.empty(flat.size, dtype=np.float64)
+    kernel = _SnapKernel(snap, lo, hi, min(flat.size, _SNAP_BLOCK))
     for start in range(0, flat.size, _SNAP_BLOCK):  # everything in cache, block by block
         stop = min(flat.size, start + _SNAP_BLOCK)
-        x = np.clip(flat[start:stop], lo, hi, out=out[start:stop])
-        x += _snap_noise(x.size, snap, source)
-        _snap_round(x, snap, lo, hi)
+        kernel.finish(flat[start:stop], kernel.noise(stop - start, source), out[start:stop])
     return out.reshape(array.shape)
 
 
@@ -491,6 +563,8 @@ class _BoundedPlan:
     kappa: Decimal  # bound on |ln realized weight − ln ideal weight| for |n| <= near
     far: Decimal  # mass beyond `near`, relative to the smallest normalization
     margin: Decimal  # privacy loss added to the ideal one by the realized coins
+    # geometric sampler: draws N = 0 or a fair sign exactly as the engine does (see _signs)
+    signs: DyadicSampler | None = field(default=None, compare=False)
 
     @property
     def scale(self) -> float:
@@ -617,7 +691,7 @@ class _AcceptTable:
     def draw(self, source: BitSource, index: NDArray[np.int64]) -> NDArray[np.bool_]:
         """One exact draw of coin ``index[i]`` for each ``i``."""
         u = random_uint16(source, index.size)
-        threshold = np.take(self.prefix, index)
+        threshold = np.take(self.prefix, index, mode="clip")  # in range: skip numpy's check
         accept = u < threshold
         for position in np.flatnonzero(u == threshold).tolist():  # about 2**-16 of them
             digits = self.rest(int(index[position]))
@@ -760,7 +834,18 @@ def _bounded_plan(
         kappa=kappa,
         far=far,
         margin=margin,
+        signs=None if plan is None else _signs(plan),
     )
+
+
+def _signs(plan: _geometric.GeometricPlan) -> DyadicSampler:
+    """``N = 0``, ``+1`` or ``-1`` with the engine's exact probabilities: ``z`` for 0 and
+    ``(1 − z)/2`` for each sign, ``z`` the plan's zero coin (as in its first table)."""
+    zero = plan.zero
+    bits = 64 * zero.nwords
+    other = (1 << bits) - zero.numerator
+    values = np.array([0, 1, -1], dtype=np.int8)
+    return DyadicSampler([zero.numerator << 1, other, other], bits + 1, values)
 
 
 def bounded_laplace_scale(
@@ -785,16 +870,16 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     span = steps + 1
     if span <= 1 << 32:
         floor = (1 << 32) % span
-        pending = np.arange(n)
+        product = random_uint32(source, n).astype(np.uint64)
+        product *= np.uint64(span)
+        np.right_shift(product, np.uint64(32), out=out.view(np.uint64))
+        pending = np.flatnonzero((product & np.uint64(0xFFFFFFFF)) < floor)
         while pending.size:  # each round accepts with probability > 1 - span / 2**32
             product = random_uint32(source, pending.size).astype(np.uint64) * np.uint64(span)
-            ok = (product & np.uint64(0xFFFFFFFF)) >= floor
-            high = (product >> np.uint64(32)).astype(np.int64)
-            if pending.size == n:
-                out[...] = high
-            else:
-                out[pending[ok]] = high[ok]
-            pending = pending[~ok]
+            low_ok = (product & np.uint64(0xFFFFFFFF)) >= floor
+            kept = np.flatnonzero(low_ok)
+            out[pending[kept]] = (product[kept] >> np.uint64(32)).astype(np.int64)
+            pending = pending[np.flatnonzero(~low_ok)]
         return out
     pending = np.arange(n)
     shift = np.uint64(64 - steps.bit_length())
@@ -806,14 +891,69 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     return out
 
 
+def _feasible_codes(
+    signs: DyadicSampler, bad: NDArray[np.int64], source: BitSource
+) -> NDArray[np.int64]:
+    """For each element, the first of independent ``signs`` draws that is not ``bad``."""
+    code = np.empty(bad.size, dtype=np.int64)
+    pending = np.arange(bad.size)
+    while pending.size:  # each round settles about half of the elements (more near N = 0)
+        draw = signs.sample(source, pending.size)[0].astype(np.int64)
+        fine = draw != bad[pending]
+        hit = np.flatnonzero(fine)
+        code[pending[hit]] = draw[hit]
+        pending = pending[np.flatnonzero(~fine)]
+    return code
+
+
+def _propose_geometric(
+    plan: _BoundedPlan, signs: DyadicSampler | None, v: NDArray[np.int64], source: BitSource
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Proposals ``v + N`` with a sign that can land in the domain, and their acceptance.
+
+    ``N`` is drawn by the geometric engine. Its realized law is symmetric: ``N = 0``
+    with probability ``z``, else a fair sign and a magnitude ``|N|`` independent of it.
+    Where the sign points out of the domain (``v + sign`` outside ``[0, steps]``: a
+    value at an end), the plain rejection sampler would reject the proposal and start
+    again, and the next proposal's zero-or-sign part is a fresh draw of ``signs``. So
+    the sign (or zero) is redrawn from ``signs`` until it is feasible, and the magnitude
+    already drawn, independent of every sign, is kept: the proposal then has exactly
+    the law of the first proposal of the plain sampler whose sign is feasible, and the
+    accepted outputs exactly the law of ``v + N`` conditioned on the domain. A value at
+    an end thus needs about one proposal, not two.
+    """
+    steps = np.uint64(plan.steps)
+    geometric = plan.geometric
+    if geometric is None or signs is None:
+        raise DPFrameError("internal error: geometric proposal without its plan; please report")
+    noise = _geometric.geometric_noise(geometric, v.size, source, False)
+    j = noise + v  # (one block: the rejection loop's blocks are no larger than the engine's)
+    # 0 <= j <= steps in one comparison: a negative j is above 2**63 as unsigned.
+    accepted = j.view(np.uint64) <= steps
+    out = np.flatnonzero(~accepted)
+    if out.size:
+        # Which of them have a sign that points out of the domain (|N| >= 1 > 0 there):
+        # only at an end (0 < v < steps has both neighbours), and only that one sign.
+        sign = np.sign(noise[out])
+        infeasible = (v[out] + sign).view(np.uint64) > steps
+        redo = out[np.flatnonzero(infeasible)]
+        if redo.size:
+            bad = sign[np.flatnonzero(infeasible)]
+            code = _feasible_codes(signs, bad, source)  # 0 (N = 0) or the other sign
+            magnitude = np.abs(noise[redo])
+            magnitude *= code
+            magnitude += v[redo]
+            j[redo] = magnitude
+            accepted[redo] = magnitude.view(np.uint64) <= steps
+    return j, accepted
+
+
 def _propose(
     plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """One proposal per element and whether it is accepted."""
     if plan.geometric is not None:
-        j = _geometric.geometric_noise(plan.geometric, v.size, source, False)
-        j += v  # (one block: the rejection loop's blocks are no larger than the engine's)
-        return j, (j >= 0) & (j <= plan.steps)
+        return _propose_geometric(plan, plan.signs, v, source)
     j = _uniform_index(source, v.size, plan.steps)
     distance = np.abs(j - v)
     accept = np.ones(v.size, dtype=np.bool_)
@@ -822,6 +962,80 @@ def _propose(
         chunk = (distance >> table.shift) & (table.prefix.size - 1)
         accept &= table.draw(source, chunk)
     return j, accept
+
+
+# Rejection rounds give each pending value one proposal (the fewest proposals in all)
+# until fewer than _FEW_PENDING are left; then several each, for about _FEW_PENDING
+# proposals per round (at most _MAX_TRIES each): a few more proposals, far fewer rounds.
+_FEW_PENDING = 1 << 13
+_MAX_TRIES = 64
+
+
+def _propose_blocks(
+    plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """:func:`_propose` for each element of ``v``, ``_REJECTION_BLOCK`` elements at a time."""
+    if v.size <= _REJECTION_BLOCK:
+        return _propose(plan, v, source)
+    j = np.empty(v.size, dtype=np.int64)
+    accepted = np.empty(v.size, dtype=np.bool_)
+    for start in range(0, v.size, _REJECTION_BLOCK):
+        stop = min(v.size, start + _REJECTION_BLOCK)
+        j[start:stop], accepted[start:stop] = _propose(plan, v[start:stop], source)
+    return j, accepted
+
+
+def _bounded_release(
+    plan: _BoundedPlan, flat: NDArray[np.float64], lo: float, hi: float, source: BitSource
+) -> NDArray[np.float64]:
+    """The released values for the inputs ``flat``: at each the grid point of the first
+    accepted of independent proposals, by rejection rounds.
+
+    The first round proposes once for every value, block by block in cache; the later
+    rounds gather the rejected values of the whole call, so that their proposals, too,
+    are drawn in full blocks (numpy's cost per call dominated small rounds). Once few
+    values are left, each gets several proposals at once (independent draws, of which
+    the first accepted is kept and the rest discarded: the same distribution as
+    proposing one at a time). Index arrays, not boolean masks, select the rejected
+    values: numpy's masked gather branches per element, and the acceptances of a value
+    at an end of the domain are coin flips.
+    """
+    n = flat.size
+    out = np.empty(n, dtype=np.float64)
+    rejected, rejected_values = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.int64)]
+    for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
+        stop = min(n, start + _REJECTION_BLOCK)
+        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+        j, accepted = _propose(plan, v, source)
+        j += plan.first
+        np.multiply(j, plan.grid, out=out[start:stop])  # exact: |j| < 2**52
+        missed = np.flatnonzero(~accepted)
+        if missed.size:
+            rejected.append(missed + start)
+            rejected_values.append(v[missed])
+    pending, values = np.concatenate(rejected), np.concatenate(rejected_values)
+    while pending.size:  # a loop over rejection rounds, on the rejected values only
+        tries = min(_MAX_TRIES, max(1, _FEW_PENDING // pending.size))
+        if tries == 1:
+            proposal, accepted = _propose_blocks(plan, values, source)
+            hit = np.flatnonzero(accepted)  # positions in pending
+            chosen = proposal[hit]
+            miss = np.flatnonzero(~accepted)
+        else:
+            proposal, accepted = _propose_blocks(plan, np.repeat(values, tries), source)
+            hits = np.flatnonzero(accepted)  # in order: proposal k belongs to value k // tries
+            owner = hits // tries
+            first = np.ones(hits.size, dtype=np.bool_)
+            np.not_equal(owner[1:], owner[:-1], out=first[1:])  # the first accepted of each
+            firsts = np.flatnonzero(first)
+            hit, chosen = owner[firsts], proposal[hits[firsts]]
+            done = np.zeros(pending.size, dtype=np.bool_)
+            done[hit] = True
+            miss = np.flatnonzero(~done)
+        chosen += plan.first
+        out[pending[hit]] = chosen * plan.grid
+        pending, values = pending[miss], values[miss]
+    return out
 
 
 def _grid_index(x: NDArray[np.float64], plan: _BoundedPlan) -> NDArray[np.int64]:
@@ -893,8 +1107,11 @@ def bounded_laplace(
     (``j·g`` in ``[lo, hi]``) has probability ``w(|j − v|) / Σ_j' w(|j' − v|)``, drawn
     by exact rejection: propose ``v + N`` with ``N`` from dpframe's exact geometric
     engine (when the noise is narrower than the domain) or ``j`` uniform (when it is
-    wider) and accept with probability ``w``, an exact product of dyadic coins. No
-    floating-point value decides anything. The weights ``w(n)`` are those of
+    wider) and accept with probability ``w``, an exact product of dyadic coins. (A
+    geometric proposal whose sign points out of the domain, at an end, has its sign
+    redrawn and keeps its magnitude, which is independent of the sign: the same law as
+    rejecting it and proposing again, at half the cost.) No floating-point value
+    decides anything. The weights ``w(n)`` are those of
     ``γ^|n|``, ``γ = exp(−g/b)``, up to the dyadic rounding of the coins, whose
     effect on the privacy loss dpframe bounds from the coins' exact probabilities by
     a margin ``μ`` (below ``2^-30`` in practice; see ``_geometric_margin``).
@@ -918,13 +1135,15 @@ def bounded_laplace(
 
     **Running time and randomness.** Rejection sampling: each value is proposed
     again until a proposal is accepted, and the number of rounds, of random words and
-    the time all depend on the value. A value at an end of the domain is rejected
-    about half the time when the noise is narrower than the domain, a value in the
-    middle rarely; so an observer who can time the call or count the random words
-    learns something about the value itself, not only about the noise. The values are
-    processed in blocks of 32,768 and a block's rounds draw several proposals per
-    pending value once few are left, which blurs but does not remove this. Use
-    :func:`laplace` (fixed work per value) where timing can be observed.
+    the time all depend on the value. A value at an end of the domain redraws the
+    sign of about half its proposals when the noise is narrower than the domain (and
+    is rejected about half the time when it is wider), a value in the middle rarely;
+    so an observer who can time the call or count the random words learns something
+    about the value itself, not only about the noise. The first round runs in blocks
+    of 32,768 values, the later ones over all the rejected values of the call, with
+    several proposals per pending value once few are left, which blurs but does not
+    remove this. Use :func:`laplace` (fixed work per value) where timing can be
+    observed.
 
     References
     ----------
@@ -950,15 +1169,7 @@ def bounded_laplace(
     array = _validation.real_array(values)
     plan = _bounded_plan(eps, dlt, sens, lo, hi)
     source = bit_source(rng)
-    flat = array.reshape(-1)
-    out = np.empty(flat.size, dtype=np.float64)
-    for start in range(0, flat.size, _REJECTION_BLOCK):  # everything in cache, block by block
-        stop = min(flat.size, start + _REJECTION_BLOCK)
-        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
-        j = np.empty(stop - start, dtype=np.int64)
-        _geometric.rejection_rounds(lambda w: _propose(plan, w, source), v, j)
-        j += plan.first
-        np.multiply(j, plan.grid, out=out[start:stop])
+    out = _bounded_release(plan, array.reshape(-1), lo, hi, source)
     return out.reshape(array.shape)
 
 

@@ -325,6 +325,59 @@ def test_full_precision_uniform_has_no_floor() -> None:
         assert sign[0] == np.uint64(1 << 63)
 
 
+class _LowZeroSource:
+    """Seeded words with the 11 exponent bits cleared in every third (forcing more words)."""
+
+    private = False
+
+    def __init__(self, seed: int) -> None:
+        self._generator = np.random.default_rng(seed)
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        self.words_drawn += n
+        out = self._generator.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+        out[::3] &= ~np.uint64(2047)
+        out[1::5] = 0  # continuation words that are all zero: a third word and more
+        return out
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "bounds"), [(1.0, (-1000.0, 1000.0)), (0.1, (0.0, 2.0)), (3.0, (-5.0, 7.5))]
+)
+def test_snapping_kernel_is_the_reference_computation_bit_for_bit(
+    epsilon: float, bounds: tuple[float, float]
+) -> None:
+    """The fused kernel performs _snap_noise's and _snap_round's float64 operations exactly."""
+    snap = _laplace._snapping(_exact(epsilon), Fraction(1), *bounds)
+    n = 5000
+    kernel = _laplace._SnapKernel(snap, *bounds, n)
+    x = np.random.default_rng(0).uniform(-2000.0, 2000.0, n)
+    x[:10], x[10:20] = np.inf, -np.inf
+    for seed in range(4):
+        for make in (_random.bit_source, _LowZeroSource):
+            reference = _laplace._snap_noise(n, snap, make(seed))
+            noise = kernel.noise(n, make(seed))
+            assert np.array_equal(reference.view(np.uint64), noise.view(np.uint64))
+            rounded = np.clip(x, *bounds) + reference
+            _laplace._snap_round(rounded, snap, *bounds)
+            fused = np.empty(n)
+            kernel.finish(x, noise, fused)
+            assert np.array_equal(rounded.view(np.uint64), fused.view(np.uint64))
+
+
+def test_bit_for_bit_check_catches_a_reordered_product() -> None:
+    """Validity twin: λ·(e·ln 2) − λ·ln m, mathematically equal, differs in some last bit."""
+    snap = _laplace._snapping(Fraction(1), Fraction(1), -1000.0, 1000.0)
+    n = 5000
+    exponent, m, sign = _laplace._full_precision_uniform(_random.bit_source(1), n)
+    reordered = exponent * _laplace._LN2 * snap.scale - np.log(m) * snap.scale
+    reordered.view(np.uint64)[:] ^= sign
+    noise = _laplace._SnapKernel(snap, -1000.0, 1000.0, n).noise(n, _random.bit_source(1))
+    assert np.allclose(reordered, noise, rtol=0, atol=1e-12)
+    assert not np.array_equal(reordered.view(np.uint64), noise.view(np.uint64))
+
+
 def test_numpy_log_error_is_below_one_ulp() -> None:
     """The snapping analysis assumes numpy's log on [1, 2) errs by at most 2 ulp."""
     if np.finfo(np.longdouble).nmant < 60:
@@ -623,6 +676,79 @@ def test_bounded_matches_the_exact_conditional_distribution(
     v = int(_laplace._grid_index(np.array([min(max(x, lo), hi)]), plan)[0])
     ideal = Conditional(ideal_log_weights(plan.steps, float(plan.unit))).log_pmf(v)
     assert binned_pvalue(indices, ideal) > FALSE_ALARM
+
+
+def test_sign_sampler_has_the_engines_exact_probabilities() -> None:
+    """N = 0 with the zero coin's probability z, each sign with (1 − z)/2, exactly."""
+    for case in BOUNDED_CASES:
+        epsilon, delta, sensitivity, bounds, sampler = case.values
+        plan = _plan(epsilon, delta, sensitivity, bounds)
+        if sampler != "geometric":
+            assert plan.signs is None
+            continue
+        signs = plan.signs
+        total = 1 << (16 * signs._levels)
+        probability = {
+            int(value): Fraction(numerator, total)
+            for value, numerator in zip(signs.values.tolist(), signs._numerators, strict=True)
+        }
+        z = plan.geometric.zero.probability
+        assert probability == {0: z, 1: (1 - z) / 2, -1: (1 - z) / 2}
+
+
+def _third_zero_signs() -> Any:
+    """A zero-or-sign sampler with P(0) = 349526 / 2**20 (about 1/3): zero is visible."""
+    from dpframe._coins import DyadicSampler
+
+    return DyadicSampler([349526, 349525, 349525], 20, np.array([0, 1, -1], dtype=np.int8))
+
+
+def _feasible_code_pvalue(codes: NDArray[np.int64], bad: NDArray[np.int64]) -> float:
+    """Chi-square p-value that the codes are the first draw that is not ``bad``."""
+    zero = Fraction(349526, 349526 + 349525)  # P(0 | not bad), exactly
+    relative = np.where(codes == 0, 0, np.where(codes == -bad, 1, 2))  # 2: bad (never)
+    return chi_square_pvalue(relative, np.arange(3), np.array([float(zero), float(1 - zero), 0.0]))
+
+
+def test_feasible_codes_are_the_first_draw_that_is_not_bad() -> None:
+    n = 400_000
+    bad = np.where(np.arange(n) % 2 == 0, -1, 1)
+    codes = _laplace._feasible_codes(_third_zero_signs(), bad, _random.bit_source(None))
+    assert not np.any(codes == bad)
+    assert _feasible_code_pvalue(codes, bad) > FALSE_ALARM
+
+
+def test_feasible_code_test_catches_a_flipped_sign() -> None:
+    """Validity twin: flipping a bad sign (instead of drawing again) leaves P(0) at z."""
+    n = 400_000
+    bad = np.where(np.arange(n) % 2 == 0, -1, 1)
+    draws = _third_zero_signs().sample(_random.bit_source(None), n)[0].astype(np.int64)
+    flipped = np.where(draws == bad, -bad, draws)
+    assert _feasible_code_pvalue(flipped, bad) < FALSE_ALARM
+
+
+def _halving_sign_fix(
+    plan: Any, signs: Any, v: NDArray[np.int64], source: Any
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """A broken proposal: where the sign points out, flip it and halve the magnitude."""
+    noise = _geometric.geometric_noise(plan.geometric, v.size, source, False)
+    j = v + noise
+    flip = np.flatnonzero((v + np.sign(noise) < 0) | (v + np.sign(noise) > plan.steps))
+    j[flip] = v[flip] - noise[flip] // 2
+    return j, (j >= 0) & (j <= plan.steps)
+
+
+def test_end_goodness_of_fit_catches_a_wrong_sign_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validity twin: the end-of-domain test sees a sign fix that changes the magnitudes."""
+    epsilon, delta, sensitivity, bounds, _ = BOUNDED_CASES[0].values
+    plan = _plan(epsilon, delta, sensitivity, bounds)
+    monkeypatch.setattr(_laplace, "_propose_geometric", _halving_sign_fix)
+    out = bounded_laplace(
+        np.full(N_GOF, bounds[0]), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds
+    )
+    indices = np.round(out / plan.grid).astype(np.int64) - plan.first
+    ideal = Conditional(ideal_log_weights(plan.steps, float(plan.unit))).log_pmf(0)
+    assert binned_pvalue(indices, ideal) < FALSE_ALARM
 
 
 def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
@@ -1019,3 +1145,69 @@ def test_acceptance_coin_after_a_tie_uses_the_rest() -> None:
     from scipy import stats
 
     assert stats.binomtest(accepted, n, float(rest)).pvalue > FALSE_ALARM
+
+
+# ---------------------------------------------------------------- uniform proposal index
+
+
+class _Uint32Script:
+    """A BitSource that hands out given 32-bit values in order (two per word)."""
+
+    private = False
+    words_drawn = 0
+
+    def __init__(self, values: list[int]) -> None:
+        self.queue = list(values)
+
+    def words(self, count: int) -> NDArray[np.uint64]:
+        taken, self.queue = self.queue[: 2 * count], self.queue[2 * count :]
+        return np.array(taken, dtype=np.uint32).view(np.uint64)
+
+
+def _lemire_rounds(values: list[int], steps: int, n: int) -> list[int]:
+    """Lemire's method, rounds as dpframe draws them: a round draws one 32-bit value per
+    pending element (from whole words), and keeps those whose low product reaches
+    ``2**32 mod span``; the others are redrawn in the next round."""
+    span, queue = steps + 1, list(values)
+    floor = (1 << 32) % span
+    out = [-1] * n
+    pending = list(range(n))
+    while pending:
+        draws, queue = queue[: len(pending)], queue[2 * ((len(pending) + 1) // 2) :]
+        again = []
+        for k, r in zip(pending, draws, strict=True):
+            if (r * span) & 0xFFFFFFFF >= floor:
+                out[k] = (r * span) >> 32
+            else:
+                again.append(k)
+        pending = again
+    return out
+
+
+@pytest.mark.parametrize("steps", [2**31, 2**21, 3 * 2**20 + 7])
+def test_uniform_index_is_lemires_method(steps: int) -> None:
+    """Accepted 32-bit draws map to (r·span) >> 32; rejected ones are redrawn."""
+    n = 4000
+    span = steps + 1
+    floor = (1 << 32) % span
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 1 << 32, 3 * n, dtype=np.uint64).tolist()
+    # Make the first 40 draws rejected ones, so the redraw path surely runs.
+    rejected = [r for r in range(0, 1 << 32, 4099) if (r * span) & 0xFFFFFFFF < floor][:40]
+    assert len(rejected) == 40
+    values[:40] = rejected
+    got = _laplace._uniform_index(_Uint32Script(values), n, steps)
+    assert got.tolist() == _lemire_rounds(values, steps, n)
+    assert np.all((got >= 0) & (got <= steps))
+
+
+def test_lemire_check_catches_a_skipped_redraw() -> None:
+    """Validity twin: keeping the rejected draws changes the first 40 outputs."""
+    steps, n = 2**31, 4000
+    span = steps + 1
+    floor = (1 << 32) % span
+    values = np.random.default_rng(5).integers(0, 1 << 32, 3 * n, dtype=np.uint64).tolist()
+    rejected = [r for r in range(0, 1 << 32, 4099) if (r * span) & 0xFFFFFFFF < floor][:40]
+    values[:40] = rejected
+    kept = [(r * span) >> 32 for r in values[:n]]
+    assert kept != _lemire_rounds(values, steps, n)
