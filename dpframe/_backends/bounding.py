@@ -546,26 +546,40 @@ def _mask(
         return mask
     units, unit_count = _dense_units(units, eligible)
     cell_count = 1 if cells is None else int(cells.max()) + 1
-    per_unit = _rows_per_unit(units, eligible, unit_count)
-    to_check = per_unit > _row_limit(bounds, cell_count)
-    rows_to_check = int(per_unit[to_check].sum())
-    if rows_to_check == 0:
-        return mask
-    # No unit can have more cells than rows: the cell bound binds only above max_groups rows.
-    groups_bind = cell_count > bounds.max_groups and int(per_unit.max()) > bounds.max_groups
-    if 2 * rows_to_check >= int(per_unit.sum()):
-        # Most rows need checking: grouping them all is cheaper than selecting them first
-        # (the rows of units within the bounds come out with nothing dropped).
-        rows = None if eligible is None else np.flatnonzero(eligible)
+    limit = _row_limit(bounds, cell_count)
+    groups_may_bind = cell_count > bounds.max_groups
+    rows: NDArray[np.intp] | None
+    if n < _SKIP_COUNT_FACTOR * limit * unit_count:
+        # Units average few rows: count them, and skip those within the bounds.
+        per_unit = _rows_per_unit(units, eligible, unit_count)
+        to_check = per_unit > limit
+        rows_to_check = int(per_unit[to_check].sum())
+        if rows_to_check == 0:
+            return mask
+        # No unit can have more cells than rows: the cell bound binds only above max_groups rows.
+        groups_may_bind &= int(per_unit.max()) > bounds.max_groups
+        if 2 * rows_to_check >= int(per_unit.sum()):
+            rows = None if eligible is None else np.flatnonzero(eligible)
+        else:
+            selected = to_check[units] if eligible is None else to_check[np.maximum(units, 0)]
+            if eligible is not None:
+                selected &= eligible
+            rows = np.flatnonzero(selected)
+        del per_unit, to_check
     else:
-        selected = to_check[units] if eligible is None else to_check[np.maximum(units, 0)]
-        if eligible is not None:
-            selected &= eligible
-        rows = np.flatnonzero(selected)
-    del per_unit, to_check
+        # Units average many rows over the limit: most rows need checking, and grouping them
+        # all is cheaper than counting first (units within the bounds drop nothing).
+        rows = None if eligible is None else np.flatnonzero(eligible)
     grouped = _group(rows, units, cells, unit_count, cell_count)
-    mask[_dropped_rows(grouped, bounds, groups_bind, source)] = False
+    dropped = _dropped_positions(grouped, bounds, groups_may_bind, source)
+    if dropped.size:
+        mask[grouped.rows_at(dropped)] = False
     return mask
+
+
+# Rows per unit on average, in multiples of the row limit, from which every row is grouped
+# without counting the rows of each unit first (a heuristic: it changes the speed only).
+_SKIP_COUNT_FACTOR = 2
 
 
 def _rows_per_unit(
@@ -592,48 +606,125 @@ def _row_limit(bounds: ContributionBounds, cell_count: int) -> int:
     return min(bounds.max_rows, bounds.max_groups)
 
 
-def _dropped_rows(
-    grouped: _Grouped, bounds: ContributionBounds, groups_bind: bool, source: BitSource
-) -> NDArray[np.int64]:
-    """The rows to drop among the grouped rows, which hold every row of their units."""
-    pair_starts = grouped.pair_starts
-    total, pairs = len(grouped.keys), len(pair_starts)
-    pair_dropped: NDArray[np.bool_] | None = None
-    if groups_bind:
+_EMPTY = np.zeros(0, dtype=np.intp)
+
+
+def _dropped_positions(
+    grouped: _Grouped, bounds: ContributionBounds, groups_may_bind: bool, source: BitSource
+) -> NDArray[np.intp]:
+    """The sorted positions of the rows to drop (the grouped rows hold all rows of their units)."""
+    total = len(grouped.rows_or_keys)
+    dropped: NDArray[np.bool_] | None = None  # per sorted position, when cells are dropped
+    if groups_may_bind and grouped.any_longer_than(bounds.max_groups, _UNIT):
         # Units in more than max_groups cells keep a uniformly random max_groups of them.
-        unit_first = grouped.unit_first_pairs()
-        cells_per_unit = _lengths(unit_first, pairs)
-        pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, None, source)
-    if pairs == total:  # every pair has one row: nothing more to drop
-        dropped = pair_dropped
-    else:
-        # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
-        pair_lengths = _lengths(pair_starts, total)
-        dropped = _drop_flags(pair_starts, pair_lengths, bounds.max_rows, pair_dropped, source)
+        new_pair, new_unit = grouped.boundaries()
+        pair_starts = np.flatnonzero(new_pair)
+        del new_pair
+        unit_first = np.flatnonzero(new_unit[pair_starts])
+        del new_unit
+        cells_per_unit = _lengths(unit_first, len(pair_starts))
+        pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, source)
+        if pair_dropped is not None:
+            dropped = np.repeat(pair_dropped, _lengths(pair_starts, total))
+    # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
+    starts, lengths = grouped.runs_longer_than(bounds.max_rows)
+    if dropped is not None and starts.size:
+        kept = ~dropped[starts]
+        starts, lengths = starts[kept], lengths[kept]
+    positions = (
+        _dropped_elements(starts, lengths, bounds.max_rows, source) if starts.size else _EMPTY
+    )
     if dropped is None:
-        return np.zeros(0, dtype=np.int64)
-    return grouped.rows_at(np.flatnonzero(dropped))
+        return positions
+    dropped[positions] = True
+    return np.flatnonzero(dropped)
+
+
+# Levels of the grouping: a pair is a (unit, cell), a unit all of its pairs.
+_PAIR, _UNIT = 0, 1
 
 
 @dataclass(frozen=True)
 class _Grouped:
-    """Rows sorted by (unit, cell, row), and where each unit and each (unit, cell) pair starts."""
+    """Rows sorted by (unit, cell), and how to tell where each pair and each unit starts.
 
-    keys: NDArray[np.int64]  # the packed sort keys (unit, cell, row), or the rows alone
-    row_bits: int  # the row is the key's low bits (0: the keys are the rows)
-    pair_starts: NDArray[np.intp]  # sorted position of each pair's first row
-    new_unit: NDArray[np.bool_]  # True at the sorted position of each unit's first row
+    Packed: ``rows_or_keys`` are int64 keys (unit, cell, row) whose low ``shifts[0]`` bits
+    are the row; a pair is the bits above ``shifts[0]``, a unit those above ``shifts[1]``.
+    Otherwise (codes too wide to pack) they are the rows, and ``ids`` hold each sorted
+    row's pair and unit numbers.
+    """
+
+    rows_or_keys: NDArray[np.int64]
+    shifts: tuple[int, int]
+    ids: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
 
     def rows_at(self, positions: NDArray[np.intp]) -> NDArray[np.int64]:
         """The rows at these sorted positions."""
-        found = self.keys[positions]
-        if self.row_bits:
-            found &= (1 << self.row_bits) - 1
+        found = self.rows_or_keys[positions]
+        if self.ids is None:
+            found &= (1 << self.shifts[_PAIR]) - 1
         return found
 
-    def unit_first_pairs(self) -> NDArray[np.intp]:
-        """The index of each unit's first pair."""
-        return np.flatnonzero(self.new_unit[self.pair_starts])
+    def boundaries(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """Per sorted position: whether a pair starts there, and whether a unit does."""
+        size = len(self.rows_or_keys)
+        new_pair = np.empty(size, dtype=np.bool_)
+        new_unit = np.empty(size, dtype=np.bool_)
+        new_pair[:1] = new_unit[:1] = True
+        if self.ids is not None:
+            pair_ids, unit_ids = self.ids
+            np.not_equal(pair_ids[1:], pair_ids[:-1], out=new_pair[1:])
+            np.not_equal(unit_ids[1:], unit_ids[:-1], out=new_unit[1:])
+            return new_pair, new_unit
+        keys = self.rows_or_keys
+        scratch = np.empty(min(size, _BLOCK), dtype=np.int64)
+        for start in range(1, size, _BLOCK):
+            stop = min(size, start + _BLOCK)
+            changed = scratch[: stop - start]
+            np.bitwise_xor(keys[start:stop], keys[start - 1 : stop - 1], out=changed)
+            np.greater_equal(changed, 1 << self.shifts[_PAIR], out=new_pair[start:stop])
+            np.greater_equal(changed, 1 << self.shifts[_UNIT], out=new_unit[start:stop])
+        return new_pair, new_unit
+
+    def any_longer_than(self, length: int, level: int) -> bool:
+        """Whether some pair (unit) has more than ``length`` rows."""
+        return bool(self._compare(length, level, differ=False).any())
+
+    def runs_longer_than(self, keep: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        """Where each pair with more than ``keep`` rows starts, and its length.
+
+        A row lies beyond the first ``keep`` of its pair when the row ``keep`` positions
+        before is in the same pair; such rows form one run at the end of each long pair.
+        """
+        beyond = np.flatnonzero(self._compare(keep, _PAIR, differ=False))
+        if beyond.size == 0:
+            return _EMPTY, _EMPTY
+        # Runs of consecutive positions: two long pairs' runs never touch (the first `keep`
+        # rows of a pair are never beyond).
+        breaks = np.flatnonzero(beyond[1:] != beyond[:-1] + 1) + 1
+        run_starts = np.concatenate(([0], breaks))
+        run_lengths = _lengths(run_starts, len(beyond))
+        return beyond[run_starts] - keep, run_lengths + keep
+
+    def _compare(self, distance: int, level: int, differ: bool) -> NDArray[np.bool_]:
+        """Per sorted position: in another (``differ``) or the same pair (unit) as the row
+        ``distance`` positions before; the first ``distance`` positions count as another."""
+        size = len(self.rows_or_keys)
+        flags = np.empty(size, dtype=np.bool_)
+        flags[:distance] = differ
+        threshold = 1 << self.shifts[level]
+        values = self.rows_or_keys if self.ids is None else self.ids[level]
+        scratch = np.empty(min(size, _BLOCK), dtype=values.dtype)
+        for start in range(distance, size, _BLOCK):
+            stop = min(size, start + _BLOCK)
+            out, changed = flags[start:stop], scratch[: stop - start]
+            now, before = values[start:stop], values[start - distance : stop - distance]
+            if self.ids is None:
+                np.bitwise_xor(now, before, out=changed)
+                (np.greater_equal if differ else np.less)(changed, threshold, out=out)
+            else:
+                (np.not_equal if differ else np.equal)(now, before, out=out)
+        return flags
 
 
 def _lengths(starts: NDArray[np.intp], total: int) -> NDArray[np.intp]:
@@ -651,7 +742,7 @@ def _group(
     unit_count: int,
     cell_count: int,
 ) -> _Grouped:
-    """Group ``rows`` (None: all rows) by (unit, cell).
+    """Sort ``rows`` (None: all rows) by (unit, cell).
 
     One ``np.sort`` of int64 keys packing unit, cell and row when they fit in 63 bits
     (numpy's vectorized sort); ``np.lexsort`` otherwise.
@@ -674,18 +765,7 @@ def _group(
         key <<= row_bits
         key |= at
     keys.sort()
-    # A pair (a unit) starts wherever the bits above the row (the cell) change.
-    new_pair = np.empty(size, dtype=np.bool_)
-    new_unit = np.empty(size, dtype=np.bool_)
-    new_pair[:1] = new_unit[:1] = True
-    scratch = np.empty(min(size, _BLOCK), dtype=np.int64)
-    for start in range(1, size, _BLOCK):
-        stop = min(size, start + _BLOCK)
-        changed = scratch[: stop - start]
-        np.bitwise_xor(keys[start:stop], keys[start - 1 : stop - 1], out=changed)
-        np.greater_equal(changed, 1 << row_bits, out=new_pair[start:stop])
-        np.greater_equal(changed, 1 << (row_bits + cell_bits), out=new_unit[start:stop])
-    return _Grouped(keys, row_bits, np.flatnonzero(new_pair), new_unit)
+    return _Grouped(keys, (row_bits, row_bits + cell_bits))
 
 
 def _group_lexsort(rows: NDArray[np.intp] | None, units: Codes, cells: Codes | None) -> _Grouped:
@@ -702,15 +782,19 @@ def _group_lexsort(rows: NDArray[np.intp] | None, units: Codes, cells: Codes | N
     if cells is not None:
         cell_of = cell_of[order]
         new_pair[1:] |= cell_of[1:] != cell_of[:-1]
+    unit_ids = np.cumsum(new_unit, dtype=np.int64)
+    pair_ids = np.cumsum(new_pair, dtype=np.int64)
     sorted_rows = order if rows is None else rows[order]
-    return _Grouped(sorted_rows.astype(np.int64), 0, np.flatnonzero(new_pair), new_unit)
+    return _Grouped(sorted_rows.astype(np.int64), (0, 0), (pair_ids, unit_ids))
 
 
 def _ranges(
     starts: NDArray[np.integer[Any]], lengths: NDArray[np.integer[Any]]
 ) -> NDArray[np.intp]:
     """The concatenated index ranges ``starts[i] .. starts[i] + lengths[i] - 1``."""
-    if len(lengths) and int(lengths.max()) == 1:
+    if len(lengths) == 0:
+        return _EMPTY
+    if int(lengths.max()) == 1:
         return np.asarray(starts, dtype=np.intp)
     ends = np.cumsum(lengths)
     shift = np.repeat(np.asarray(starts, dtype=np.intp) - (ends - lengths), lengths)
@@ -726,34 +810,22 @@ _FLOYD_MAX = 16
 
 
 def _drop_flags(
-    starts: NDArray[np.intp],
-    lengths: NDArray[np.intp],
-    keep: int,
-    dropped_segments: NDArray[np.bool_] | None,
-    source: BitSource,
+    starts: NDArray[np.intp], lengths: NDArray[np.intp], keep: int, source: BitSource
 ) -> NDArray[np.bool_] | None:
     """Which elements to drop so that each segment keeps ``keep``, chosen uniformly at random.
 
-    The segments (``starts``, ``lengths``) tile ``0 .. sum(lengths) - 1`` in order. The
-    elements of ``dropped_segments`` are all dropped; each other segment longer than
-    ``keep`` drops all but ``keep`` of its elements, every subset of ``keep`` kept
-    elements equally likely, independently across segments. Each draws the smaller of
-    the set it keeps and the set it drops: with Floyd's algorithm when that is at most
-    ``_FLOYD_MAX`` elements, else by ranking all its elements (:func:`_segment_ranks`).
-    Returns None when nothing is dropped.
+    The segments (``starts``, ``lengths``) tile ``0 .. sum(lengths) - 1`` in order; each
+    longer than ``keep`` drops all but ``keep`` of its elements, every subset of ``keep``
+    kept elements equally likely, independently across segments
+    (:func:`_dropped_elements`). Flags suit drops that are many: segments that draw what
+    they keep start all dropped. Returns None when nothing is dropped.
     """
     long = lengths > keep
-    if dropped_segments is not None:
-        long &= ~dropped_segments
     if not long.any():
-        if dropped_segments is None or not dropped_segments.any():
-            return None
-        return np.repeat(dropped_segments, lengths)
-    picks_kept = long & (lengths > 2 * keep)  # cheaper to draw what it keeps
-    # Segments that draw what they keep start all dropped; the others all kept.
-    base = picks_kept if dropped_segments is None else picks_kept | dropped_segments
-    flags = np.repeat(base, lengths)
+        return None
     segments = np.flatnonzero(long)
+    picks_kept = long & (lengths > 2 * keep)  # cheaper to draw what it keeps
+    flags = np.repeat(picks_kept, lengths)
     picked = np.where(picks_kept[segments], keep, lengths[segments] - keep)
     small = picked <= _FLOYD_MAX
     floyd = segments[small]
@@ -767,6 +839,53 @@ def _drop_flags(
     return flags
 
 
+def _dropped_elements(
+    starts: NDArray[np.intp], lengths: NDArray[np.intp], keep: int, source: BitSource
+) -> NDArray[np.intp]:
+    """The elements each segment drops so that it keeps ``keep``, chosen uniformly at random.
+
+    Every segment (``starts``, ``lengths``: disjoint ranges of element numbers) is longer
+    than ``keep``; it keeps ``keep`` of its elements, every such subset equally likely,
+    independently across segments, and the others are returned (in no particular order).
+    Each draws the smaller of the set it keeps and the set it drops: with Floyd's
+    algorithm when that is at most ``_FLOYD_MAX`` elements, else by ranking all its
+    elements (:func:`_segment_ranks`).
+    """
+    picks_kept = lengths > 2 * keep  # cheaper to draw what it keeps
+    picked = np.where(picks_kept, keep, lengths - keep)
+    small = picked <= _FLOYD_MAX
+    parts: list[NDArray[np.intp]] = []
+    if small.all():
+        floyd: NDArray[np.intp] | None = None  # every segment: no need to select them
+    else:
+        floyd = np.flatnonzero(small)
+    f_starts = starts if floyd is None else starts[floyd]
+    f_lengths = lengths if floyd is None else lengths[floyd]
+    if f_lengths.size:
+        f_kept = picks_kept if floyd is None else picks_kept[floyd]
+        f_picked = picked if floyd is None else picked[floyd]
+        segment, offset = _floyd(f_lengths, f_picked, source)
+        picked_kept = f_kept[segment]
+        # Segments that drew what they drop: the picks are the dropped elements.
+        dropping = ~picked_kept
+        parts.append(f_starts[segment[dropping]] + offset[dropping])
+        # Segments that drew what they keep drop every other element.
+        keeping = np.flatnonzero(f_kept)
+        if keeping.size:
+            k_lengths = f_lengths[keeping]
+            local_start = np.zeros(len(f_lengths), dtype=np.intp)
+            local_start[keeping] = np.cumsum(k_lengths) - k_lengths
+            drop = np.ones(int(k_lengths.sum()), dtype=np.bool_)
+            drop[local_start[segment[picked_kept]] + offset[picked_kept]] = False
+            parts.append(_ranges(f_starts[keeping], k_lengths)[drop])
+    if floyd is not None:
+        ranked = np.flatnonzero(~small)
+        r_lengths = lengths[ranked]
+        ranks = _segment_ranks(r_lengths, source)
+        parts.append(_ranges(starts[ranked], r_lengths)[ranks >= keep])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _floyd(
     lengths: NDArray[np.intp], picks: NDArray[np.intp], source: BitSource
 ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
@@ -778,6 +897,8 @@ def _floyd(
     "Programming pearls: a sample of brilliance", CACM 30(9), 1987). Returns the
     (segment, offset) of every pick.
     """
+    if int(picks.max()) == 1:  # one pick each (the common case): one uniform draw each
+        return np.arange(len(lengths)), _uniform_below(lengths, source)
     # Segments in decreasing order of picks: those still picking in round i are a prefix.
     descending = -picks
     if int(picks.max()) < 2**15:
@@ -824,7 +945,11 @@ def _uniform_below(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.int
         x = words.view(np.uint32)[: pending.size].astype(np.uint64)
         limit = bound[pending].astype(np.uint64)
         x *= limit  # below 2**64: both factors are at most 2**32
-        accepted = (x & np.uint64(2**32 - 1)) >= np.uint64(2**32) % limit
+        low = x & np.uint64(2**32 - 1)
+        # 2**32 mod bound < bound: only a low part below the bound may be rejected.
+        accepted = low >= limit
+        doubtful = np.flatnonzero(~accepted)
+        accepted[doubtful] = low[doubtful] >= np.uint64(2**32) % limit[doubtful]
         out[pending[accepted]] = (x[accepted] >> np.uint64(32)).astype(np.intp)
         pending = pending[~accepted]
     return out
