@@ -934,25 +934,43 @@ def _uniform_below(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.int
     when not below the bound.
     """
     bound = np.asarray(bound, dtype=np.intp)
-    out = np.zeros(len(bound), dtype=np.intp)
-    pending = np.flatnonzero(bound > 1)  # bound 1: the only value is 0
-    huge = bound[pending] > 2**32
-    if huge.any():
-        out[pending[huge]] = _uniform_below_large(bound[pending[huge]], source)
-        pending = pending[~huge]
-    while pending.size:
-        words = source.words((pending.size + 1) // 2)
-        x = words.view(np.uint32)[: pending.size].astype(np.uint64)
-        limit = bound[pending].astype(np.uint64)
-        x *= limit  # below 2**64: both factors are at most 2**32
-        low = x & np.uint64(2**32 - 1)
-        # 2**32 mod bound < bound: only a low part below the bound may be rejected.
-        accepted = low >= limit
-        doubtful = np.flatnonzero(~accepted)
-        accepted[doubtful] = low[doubtful] >= np.uint64(2**32) % limit[doubtful]
-        out[pending[accepted]] = (x[accepted] >> np.uint64(32)).astype(np.intp)
-        pending = pending[~accepted]
+    out = np.empty(len(bound), dtype=np.intp)
+    if len(bound) == 0:
+        return out
+    if int(bound.max()) > 2**32:
+        huge = bound > 2**32
+        out[huge] = _uniform_below_large(bound[huge], source)
+        out[~huge] = _uniform_below(bound[~huge], source)
+        return out
+    # A block at a time: the temporaries stay in the CPU's cache.
+    rejected: list[NDArray[np.intp]] = []
+    for start in range(0, len(bound), _BLOCK):
+        stop = min(len(bound), start + _BLOCK)
+        out[start:stop], again = _lemire(bound[start:stop], source)
+        if again.size:
+            rejected.append(again + start)
+    while rejected:
+        pending = np.concatenate(rejected)
+        out[pending], again = _lemire(bound[pending], source)
+        rejected = [pending[again]] if again.size else []
     return out
+
+
+def _lemire(
+    bound: NDArray[np.intp], source: BitSource
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """One draw of Lemire's method per bound (each in ``1..2**32``): the draws, and the
+    indices of those rejected (to draw again)."""
+    n = len(bound)
+    x = source.words((n + 1) // 2).view(np.uint32)[:n].astype(np.uint64)
+    limit = bound.astype(np.uint64)
+    x *= limit  # below 2**64: both factors are at most 2**32
+    low = x & np.uint64(2**32 - 1)
+    # 2**32 mod bound < bound: only a low part below the bound may be rejected.
+    doubtful = np.flatnonzero(low < limit)
+    rejected = doubtful[low[doubtful] < np.uint64(2**32) % limit[doubtful]]
+    x >>= np.uint64(32)
+    return x.view(np.int64), rejected
 
 
 def _uniform_below_large(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.intp]:
