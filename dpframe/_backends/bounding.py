@@ -571,9 +571,7 @@ def _mask(
         # all is cheaper than counting first (units within the bounds drop nothing).
         rows = None if eligible is None else np.flatnonzero(eligible)
     grouped = _group(rows, units, cells, unit_count, cell_count)
-    dropped = _dropped_positions(grouped, bounds, groups_may_bind, source)
-    if dropped.size:
-        mask[grouped.rows_at(dropped)] = False
+    _drop(mask, grouped, bounds, groups_may_bind, source)
     return mask
 
 
@@ -609,23 +607,25 @@ def _row_limit(bounds: ContributionBounds, cell_count: int) -> int:
 _EMPTY = np.zeros(0, dtype=np.intp)
 
 
-def _dropped_positions(
-    grouped: _Grouped, bounds: ContributionBounds, groups_may_bind: bool, source: BitSource
-) -> NDArray[np.intp]:
-    """The sorted positions of the rows to drop (the grouped rows hold all rows of their units)."""
-    total = len(grouped.rows_or_keys)
+def _drop(
+    mask: NDArray[np.bool_],
+    grouped: _Grouped,
+    bounds: ContributionBounds,
+    groups_may_bind: bool,
+    source: BitSource,
+) -> None:
+    """Clear in ``mask`` the rows to drop (the grouped rows hold all rows of their units)."""
     dropped: NDArray[np.bool_] | None = None  # per sorted position, when cells are dropped
     if groups_may_bind and grouped.any_longer_than(bounds.max_groups, _UNIT):
         # Units in more than max_groups cells keep a uniformly random max_groups of them.
+        # Pairs are numbered in sorted order; no array holds a value per pair but the flags.
         new_pair, new_unit = grouped.boundaries()
-        pair_starts = np.flatnonzero(new_pair)
-        del new_pair
-        unit_first = np.flatnonzero(new_unit[pair_starts])
+        unit_first = _running_count_at(new_pair, np.flatnonzero(new_unit)) - 1
         del new_unit
-        cells_per_unit = _lengths(unit_first, len(pair_starts))
+        cells_per_unit = _lengths(unit_first, int(np.count_nonzero(new_pair)))
         pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, source)
         if pair_dropped is not None:
-            dropped = np.repeat(pair_dropped, _lengths(pair_starts, total))
+            dropped = _per_position(pair_dropped, new_pair)
     # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
     starts, lengths = grouped.runs_longer_than(bounds.max_rows)
     if dropped is not None and starts.size:
@@ -635,9 +635,44 @@ def _dropped_positions(
         _dropped_elements(starts, lengths, bounds.max_rows, source) if starts.size else _EMPTY
     )
     if dropped is None:
-        return positions
+        if positions.size:
+            mask[grouped.rows_at(positions)] = False
+        return
     dropped[positions] = True
-    return np.flatnonzero(dropped)
+    grouped.clear(mask, dropped)
+
+
+def _running_count_at(flags: NDArray[np.bool_], positions: NDArray[np.intp]) -> NDArray[np.intp]:
+    """How many of ``flags[0..p]`` are set, for each of the increasing ``positions`` p."""
+    size = len(flags)
+    out = np.empty(len(positions), dtype=np.intp)
+    edges = np.searchsorted(positions, np.arange(0, size + _BLOCK, _BLOCK))
+    running = 0
+    for block, start in enumerate(range(0, size, _BLOCK)):
+        set_here = np.flatnonzero(flags[start : start + _BLOCK])
+        lo, hi = edges[block], edges[block + 1]
+        out[lo:hi] = np.searchsorted(set_here, positions[lo:hi] - start, side="right")
+        out[lo:hi] += running
+        running += len(set_here)
+    return out
+
+
+def _per_position(per_pair: NDArray[np.bool_], new_pair: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """``per_pair`` spread over the sorted positions (``new_pair``: where each pair starts)."""
+    size = len(new_pair)
+    out = np.empty(size, dtype=np.bool_)
+    pair = -1  # the pair of the position before the block
+    for start in range(0, size, _BLOCK):
+        stop = min(size, start + _BLOCK)
+        starts = np.flatnonzero(new_pair[start:stop])
+        # Segments: the rest of the current pair, then each pair starting in the block.
+        lengths = np.diff(starts, prepend=0, append=stop - start)
+        first = pair
+        if pair < 0:  # position 0 starts the first pair: no current pair
+            first, lengths = 0, lengths[1:]
+        out[start:stop] = np.repeat(per_pair[first : pair + len(starts) + 1], lengths)
+        pair += len(starts)
+    return out
 
 
 # Levels of the grouping: a pair is a (unit, cell), a unit all of its pairs.
@@ -664,6 +699,14 @@ class _Grouped:
         if self.ids is None:
             found &= (1 << self.shifts[_PAIR]) - 1
         return found
+
+    def clear(self, mask: NDArray[np.bool_], dropped: NDArray[np.bool_]) -> None:
+        """Clear in ``mask`` the rows at the sorted positions flagged in ``dropped``."""
+        for start in range(0, len(dropped), _BLOCK):
+            found = self.rows_or_keys[start : start + _BLOCK][dropped[start : start + _BLOCK]]
+            if self.ids is None:
+                found &= (1 << self.shifts[_PAIR]) - 1
+            mask[found] = False
 
     def boundaries(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
         """Per sorted position: whether a pair starts there, and whether a unit does."""
