@@ -620,9 +620,10 @@ def _drop(
         # Units in more than max_groups cells keep a uniformly random max_groups of them.
         # Pairs are numbered in sorted order; no array holds a value per pair but the flags.
         new_pair, new_unit = grouped.boundaries()
-        unit_first = _running_count_at(new_pair, np.flatnonzero(new_unit)) - 1
+        unit_starts = np.flatnonzero(new_unit)
         del new_unit
-        cells_per_unit = _lengths(unit_first, int(np.count_nonzero(new_pair)))
+        cells_per_unit = np.add.reduceat(new_pair.view(np.uint8), unit_starts, dtype=np.intp)
+        unit_first = np.cumsum(cells_per_unit) - cells_per_unit
         pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, source)
         if pair_dropped is not None:
             dropped = _per_position(pair_dropped, new_pair)
@@ -640,21 +641,6 @@ def _drop(
         return
     dropped[positions] = True
     grouped.clear(mask, dropped)
-
-
-def _running_count_at(flags: NDArray[np.bool_], positions: NDArray[np.intp]) -> NDArray[np.intp]:
-    """How many of ``flags[0..p]`` are set, for each of the increasing ``positions`` p."""
-    size = len(flags)
-    out = np.empty(len(positions), dtype=np.intp)
-    edges = np.searchsorted(positions, np.arange(0, size + _BLOCK, _BLOCK))
-    running = 0
-    for block, start in enumerate(range(0, size, _BLOCK)):
-        set_here = np.flatnonzero(flags[start : start + _BLOCK])
-        lo, hi = edges[block], edges[block + 1]
-        out[lo:hi] = np.searchsorted(set_here, positions[lo:hi] - start, side="right")
-        out[lo:hi] += running
-        running += len(set_here)
-    return out
 
 
 def _per_position(per_pair: NDArray[np.bool_], new_pair: NDArray[np.bool_]) -> NDArray[np.bool_]:
