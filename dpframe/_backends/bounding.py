@@ -17,21 +17,30 @@ sensitivity of the noise.
 
 How it runs (no Python loop over units, cells or rows):
 
-1. one ``np.bincount`` of the unit codes gives each unit's number of rows. A unit with
-   at most ``min(max_rows, max_groups)`` rows in cells cannot exceed either bound: all
-   its rows are kept, and no randomness is drawn for it (:func:`units_to_check`). When
-   no unit needs checking, that is all;
+1. when units average fewer than ``2 * min(max_rows, max_groups)`` rows, one
+   ``np.bincount`` of the unit codes gives each unit's number of rows. A unit with at
+   most ``min(max_rows, max_groups)`` rows in cells cannot exceed either bound: all its
+   rows are kept, and no randomness is drawn for it (:func:`units_to_check`). When no
+   unit needs checking, that is all. When units average more, most rows need checking
+   and the count is skipped: every row is grouped, and units within the bounds simply
+   drop nothing;
 2. the rows to check (all rows, when they are the majority) are grouped by (unit, cell)
    with one ``np.sort`` of int64 keys packing (unit, cell, row): numpy's vectorized
-   sort, several times faster than ``argsort`` or ``lexsort``. A cache-blocked pass over
-   the sorted keys marks where each unit and each (unit, cell) pair starts;
+   sort, several times faster than ``argsort`` or ``lexsort``. One cache-blocked pass
+   over the sorted keys finds the rows beyond the first ``max_rows`` of their pair (the
+   row ``max_rows`` positions earlier is in the same pair): their runs give the pairs
+   that must shrink, and nothing is stored per pair. Only when some unit has more than
+   ``max_groups`` rows are the starts of pairs and units marked and the cells of each
+   unit counted;
 3. each unit in more than ``max_groups`` cells keeps a uniformly random subset of
    ``max_groups`` of them, and each kept pair with more than ``max_rows`` rows a uniformly
    random subset of ``max_rows`` rows. Each segment draws the smaller of the subset it
    keeps and the subset it drops, with Floyd's algorithm (one exact uniform integer per
    element picked, vectorized over segments) when that is at most ``_FLOYD_MAX``
    elements, else by ranking all its elements with random keys in one more packed
-   sort (:func:`_segment_ranks`), where equal keys are broken by fresh words.
+   sort (:func:`_segment_ranks`), where equal keys are broken by fresh words. The
+   element-wise passes run a cache-sized block at a time, so their temporaries never
+   grow with the number of rows.
 
 The choice is exactly uniform: uniform integers come from Lemire's method with
 rejection, ties between random keys are broken by fresh random words, never by
@@ -440,14 +449,15 @@ def contribution_mask(
     not depend on the number of words drawn. Drawing a word for every row anyway would
     not hide the structure, which the sort's running time shows as well.
 
-    **Cost.** One ``np.bincount`` over the rows; then, for the rows of the units to
-    check only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: a
-    few arrays of that many int64 (up to about 40 bytes per row checked). On 10M rows and
-    1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free count
-    tables when no unit needs checking, and 14 to 17 when most rows do (the sort alone
-    costs 3 to 4), still less than pandas' ``groupby(unit).head(max_rows)``, which bounds
-    rows per unit only. When the packed key would not fit in 63 bits, ``np.lexsort`` is
-    used (slower, same result).
+    **Cost.** One ``np.bincount`` over the rows (skipped when units average more than
+    twice ``min(max_rows, max_groups)`` rows); then, for the rows of the units to check
+    only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: the
+    sorted keys (8 bytes per row checked) and a few bytes per row of flags. On 10M rows
+    and 1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free
+    count tables when no unit needs checking, and 7 to 15 when most rows do (the sort
+    alone costs 2 to 4), less than pandas' ``groupby(unit).head(max_rows)``, which
+    bounds rows per unit only. When the packed key would not fit in 63 bits,
+    ``np.lexsort`` is used (slower, same result).
 
     References
     ----------
