@@ -160,6 +160,26 @@ def test_a_larger_frame_takes_both_paths(test_rng: np.random.Generator) -> None:
         assert violations(units, cells, kept, 2, 3) == []
 
 
+@pytest.mark.parametrize("block", [1, 3, 7])
+def test_block_boundaries_change_nothing(
+    block: int, monkeypatch: pytest.MonkeyPatch, test_rng: np.random.Generator
+) -> None:
+    """The cache-sized passes (pairs and units spanning blocks, runs of rows beyond
+    max_rows, the per-pair flags spread over rows) give a valid mask with tiny blocks."""
+    monkeypatch.setattr(bounding, "_BLOCK", block)
+    for max_rows, max_groups in ((1, 2), (2, 3), (3, 1)):
+        units = np.repeat(np.arange(60), test_rng.integers(1, 12, 60))
+        test_rng.shuffle(units)
+        cells = test_rng.integers(-1, 6, len(units))
+        kept = contribution_mask(
+            units, cells, max_rows=max_rows, max_groups=max_groups, source=bit_source(None)
+        )
+        assert violations(units, cells, kept, max_rows, max_groups) == []
+        assert np.array_equal(
+            cell_numbers([cells, cells], [6, 6])[cells >= 0], (cells * 7)[cells >= 0]
+        )
+
+
 # ---------------------------------------------------------------- uniformity
 
 N_UNITS = 100_000
