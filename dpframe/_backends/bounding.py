@@ -65,6 +65,7 @@ __all__ = [
     "ContributionBounds",
     "cell_numbers",
     "contribution_mask",
+    "keeps_every_row",
     "unit_presence_mask",
     "units_to_check",
 ]
@@ -360,6 +361,78 @@ def units_to_check(
     per_unit = _rows_per_unit(unit_codes, eligible, max(unit_count, 0))
     cell_count = 1 if cell_codes is None or n == 0 else int(cell_codes.max()) + 1
     return np.asarray(per_unit > _row_limit(bounds, cell_count))
+
+
+def keeps_every_row(
+    units: Codes,
+    *,
+    cell_count: int,
+    max_rows: int,
+    max_groups: int,
+) -> bool:
+    """Whether :func:`contribution_mask` keeps every row in a cell, told from the units alone.
+
+    True when every row has a unit and no unit has more rows than it could keep whatever
+    its cells (see :func:`units_to_check`): the mask is then "every row in a cell", and a
+    backend need not build the cell numbers nor the mask. A quick answer of False may
+    be wrong only in that direction: :func:`contribution_mask` then decides.
+
+    Parameters
+    ----------
+    units : numpy.ndarray of int
+        The unit code of each row (negative: no unit).
+    cell_count : int
+        An upper bound on the cell numbers plus one (the product of the domain sizes;
+        1 for an ungrouped release): declared, not read from the data.
+    max_rows, max_groups : int
+        The bounds (see :class:`ContributionBounds`).
+
+    Returns
+    -------
+    bool
+        True when no unit can exceed the bounds and every row has a unit.
+
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For bounds that are not positive integers or codes that are not integer arrays.
+
+    See Also
+    --------
+    contribution_mask : The mask, when this says False.
+
+    Notes
+    -----
+    Removing nothing and drawing nothing, this is exact: a unit with at most
+    ``min(max_rows, max_groups)`` rows (at most ``max_rows`` when ``cell_count`` is at
+    most ``max_groups``) keeps all its rows in :func:`contribution_mask`. It counts the
+    rows of each unit (one ``np.bincount``), unless the units average more rows than
+    that limit (then some unit exceeds it, and the answer is False at once) or the codes
+    are sparse (False: the mask makes them dense). Its running time depends on the
+    number of rows and units only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpframe._backends.bounding import keeps_every_row
+    >>> units = np.array([0, 1, 1, 2])
+    >>> keeps_every_row(units, cell_count=10, max_rows=2, max_groups=3)
+    True
+    >>> keeps_every_row(units, cell_count=10, max_rows=1, max_groups=3)
+    False
+    """
+    bounds = ContributionBounds(max_rows, max_groups)
+    unit_codes = _code_array(units, "units")
+    n = len(unit_codes)
+    if n == 0:
+        return True
+    if int(unit_codes.min()) < 0:
+        return False
+    unit_count = int(unit_codes.max()) + 1
+    limit = _row_limit(bounds, cell_count)
+    if n > limit * unit_count or unit_count > _DENSE_FACTOR * n + 1024:
+        return False
+    return int(_rows_per_unit(unit_codes, None, unit_count).max()) <= limit
 
 
 def contribution_mask(

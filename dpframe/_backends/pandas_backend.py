@@ -7,6 +7,7 @@ the columns' codes and values; nothing here draws noise.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -94,10 +95,17 @@ class PandasRows:
     ) -> PandasRows:
         def keep() -> NDArray[np.bool_] | None:
             units = unit_codes(self._frame, unit)
+            codes, sizes = self._codes(groups), [len(g.domain) for g in groups]
+            if all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
+                units,
+                cell_count=math.prod(sizes),
+                max_rows=bounds.max_rows,
+                max_groups=bounds.max_groups,
+            ):
+                return self._mask  # every row in a cell is kept: no cells, no mask to build
             cells = None
             if groups:
-                sizes = [len(g.domain) for g in groups]
-                cells = bounding.cell_numbers(self._codes(groups), sizes)
+                cells = bounding.cell_numbers(codes, sizes)
             if self._mask is not None:  # rows filtered out are in no cell: never kept
                 cells = np.where(self._mask, 0 if cells is None else cells, -1)
             kept = bounding.contribution_mask(
