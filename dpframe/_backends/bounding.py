@@ -527,9 +527,9 @@ def contribution_mask(
     only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: the
     sorted keys (8 bytes per row checked) and a few bytes per row of flags. On 10M rows
     and 1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free
-    count tables when no unit needs checking, and 7 to 15 when most rows do (the sort
-    alone costs 2 to 4), less than pandas' ``groupby(unit).head(max_rows)``, which
-    bounds rows per unit only. When the packed key would not fit in 63 bits,
+    count tables when no unit needs checking, and 9 to 17 when most rows do (the sort
+    alone costs 3 to 4; the most when cells must be chosen too), less than pandas'
+    ``groupby(unit).head(max_rows)``, which bounds rows per unit only. When the packed key would not fit in 63 bits,
     ``np.lexsort`` is used (slower, same result).
 
     References
