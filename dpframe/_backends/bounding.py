@@ -529,8 +529,8 @@ def contribution_mask(
     and 1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free
     count tables when no unit needs checking, and 9 to 17 when most rows do (the sort
     alone costs 3 to 4; the most when cells must be chosen too), less than pandas'
-    ``groupby(unit).head(max_rows)``, which bounds rows per unit only. When the packed key would not fit in 63 bits,
-    ``np.lexsort`` is used (slower, same result).
+    ``groupby(unit).head(max_rows)``, which bounds rows per unit only. When the packed
+    key would not fit in 63 bits, ``np.lexsort`` is used (slower, same result).
 
     References
     ----------
