@@ -8,8 +8,9 @@ rounds, each round running every contender once), all through public calls:
 
 * ``df.dp.crosstab("occupation", "year")`` on a frame without a unit (the baseline);
 * the same on a frame whose ledger declares ``privacy_unit="unit"``, for several
-  ``(max_rows, max_groups)``: it factorizes the unit column, bounds every unit
-  (:func:`contribution_mask`), counts the kept rows and draws the noise;
+  ``(max_rows, max_groups)``: it turns the unit column into codes, bounds every unit
+  (:func:`keeps_every_row` when no unit can exceed the bounds, else
+  :func:`contribution_mask`), counts the kept rows and draws the noise;
 * pandas: ``groupby("unit").head(max_rows)`` (which bounds rows per unit only, not per
   cell nor cells per unit), then ``groupby([...], observed=False).size()`` (the fair
   table baseline) or ``pd.crosstab``; no noise.

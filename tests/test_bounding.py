@@ -19,6 +19,7 @@ from dpframe._backends.bounding import (
     ContributionBounds,
     cell_numbers,
     contribution_mask,
+    keeps_every_row,
     unit_presence_mask,
     units_to_check,
 )
@@ -158,6 +159,62 @@ def test_a_larger_frame_takes_both_paths(test_rng: np.random.Generator) -> None:
         cells = test_rng.integers(-1, 12, len(units))
         kept = contribution_mask(units, cells, max_rows=2, max_groups=3, source=bit_source(None))
         assert violations(units, cells, kept, 2, 3) == []
+
+
+@pytest.mark.parametrize("block", [1, 3, 7])
+def test_block_boundaries_change_nothing(
+    block: int, monkeypatch: pytest.MonkeyPatch, test_rng: np.random.Generator
+) -> None:
+    """The cache-sized passes (pairs and units spanning blocks, runs of rows beyond
+    max_rows, the per-pair flags spread over rows) give a valid mask with tiny blocks."""
+    monkeypatch.setattr(bounding, "_BLOCK", block)
+    for max_rows, max_groups in ((1, 2), (2, 3), (3, 1)):
+        units = np.repeat(np.arange(60), test_rng.integers(1, 12, 60))
+        test_rng.shuffle(units)
+        cells = test_rng.integers(-1, 6, len(units))
+        kept = contribution_mask(
+            units, cells, max_rows=max_rows, max_groups=max_groups, source=bit_source(None)
+        )
+        assert violations(units, cells, kept, max_rows, max_groups) == []
+        assert np.array_equal(
+            cell_numbers([cells, cells], [6, 6])[cells >= 0], (cells * 7)[cells >= 0]
+        )
+
+
+def _keeps_every_row_claim_holds(
+    claim: Callable[..., bool], units: NDArray[Any], cells: NDArray[Any] | None, **bounds: int
+) -> bool:
+    """False when ``claim`` says every row in a cell is kept and the mask drops one."""
+    cell_count = 1 if cells is None else 7  # the structures' cells are -1..6
+    if not claim(units, cell_count=cell_count, **bounds):
+        return True
+    kept = contribution_mask(units, cells, **bounds, source=bit_source(None))
+    in_cell = units >= 0 if cells is None else (units >= 0) & (cells >= 0)
+    return bool(np.array_equal(kept, in_cell))
+
+
+@settings(max_examples=200, deadline=None)
+@given(structure=structures())
+def test_keeps_every_row_only_when_the_mask_does(structure: dict[str, Any]) -> None:
+    bounds = {"max_rows": structure["max_rows"], "max_groups": structure["max_groups"]}
+    assert _keeps_every_row_claim_holds(
+        keeps_every_row, structure["units"], structure["cells"], **bounds
+    )
+
+
+def test_keeps_every_row_check_rejects_ignoring_max_groups() -> None:
+    """Validity twin: a claim that looks at max_rows only is caught (3 rows in 3 cells,
+    max_groups=2: the mask drops one), and the real one says False there."""
+
+    def rows_only(units: NDArray[Any], *, cell_count: int, max_rows: int, max_groups: int) -> bool:
+        return bool(np.bincount(units).max() <= max_rows)
+
+    units, cells = np.array([0, 0, 0]), np.array([0, 1, 2])
+    assert not _keeps_every_row_claim_holds(rows_only, units, cells, max_rows=3, max_groups=2)
+    assert not keeps_every_row(units, cell_count=7, max_rows=3, max_groups=2)
+    assert keeps_every_row(units, cell_count=2, max_rows=3, max_groups=2)  # 2 cells at most
+    assert not keeps_every_row(np.array([0, -1]), cell_count=1, max_rows=5, max_groups=1)
+    assert keeps_every_row(np.zeros(0, dtype=np.int64), cell_count=1, max_rows=1, max_groups=1)
 
 
 # ---------------------------------------------------------------- uniformity

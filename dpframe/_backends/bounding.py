@@ -17,21 +17,30 @@ sensitivity of the noise.
 
 How it runs (no Python loop over units, cells or rows):
 
-1. one ``np.bincount`` of the unit codes gives each unit's number of rows. A unit with
-   at most ``min(max_rows, max_groups)`` rows in cells cannot exceed either bound: all
-   its rows are kept, and no randomness is drawn for it (:func:`units_to_check`). When
-   no unit needs checking, that is all;
+1. when units average fewer than ``2 * min(max_rows, max_groups)`` rows, one
+   ``np.bincount`` of the unit codes gives each unit's number of rows. A unit with at
+   most ``min(max_rows, max_groups)`` rows in cells cannot exceed either bound: all its
+   rows are kept, and no randomness is drawn for it (:func:`units_to_check`). When no
+   unit needs checking, that is all. When units average more, most rows need checking
+   and the count is skipped: every row is grouped, and units within the bounds simply
+   drop nothing;
 2. the rows to check (all rows, when they are the majority) are grouped by (unit, cell)
    with one ``np.sort`` of int64 keys packing (unit, cell, row): numpy's vectorized
-   sort, several times faster than ``argsort`` or ``lexsort``. A cache-blocked pass over
-   the sorted keys marks where each unit and each (unit, cell) pair starts;
+   sort, several times faster than ``argsort`` or ``lexsort``. One cache-blocked pass
+   over the sorted keys finds the rows beyond the first ``max_rows`` of their pair (the
+   row ``max_rows`` positions earlier is in the same pair): their runs give the pairs
+   that must shrink, and nothing is stored per pair. Only when some unit has more than
+   ``max_groups`` rows are the starts of pairs and units marked and the cells of each
+   unit counted;
 3. each unit in more than ``max_groups`` cells keeps a uniformly random subset of
    ``max_groups`` of them, and each kept pair with more than ``max_rows`` rows a uniformly
    random subset of ``max_rows`` rows. Each segment draws the smaller of the subset it
    keeps and the subset it drops, with Floyd's algorithm (one exact uniform integer per
    element picked, vectorized over segments) when that is at most ``_FLOYD_MAX``
    elements, else by ranking all its elements with random keys in one more packed
-   sort (:func:`_segment_ranks`), where equal keys are broken by fresh words.
+   sort (:func:`_segment_ranks`), where equal keys are broken by fresh words. The
+   element-wise passes run a cache-sized block at a time, so their temporaries never
+   grow with the number of rows.
 
 The choice is exactly uniform: uniform integers come from Lemire's method with
 rejection, ties between random keys are broken by fresh random words, never by
@@ -56,6 +65,7 @@ __all__ = [
     "ContributionBounds",
     "cell_numbers",
     "contribution_mask",
+    "keeps_every_row",
     "unit_presence_mask",
     "units_to_check",
 ]
@@ -215,14 +225,20 @@ def cell_numbers(codes: Sequence[Codes], sizes: Sequence[int]) -> NDArray[np.sig
     if len({len(a) for a in arrays}) != 1:
         raise InvalidParameterError("every code column must have one code per row.")
     # int32 halves the memory when the cells fit (a 10M-row table: 40 MB, not 80).
+    n = len(arrays[0])
     cells: NDArray[np.signedinteger[Any]]
-    cells = arrays[0].astype(np.int32) if math.prod(sizes) < 2**31 else arrays[0].astype(np.int64)
-    outside = arrays[0] < 0
-    for array, size in zip(arrays[1:], sizes[1:], strict=True):
-        cells *= size
-        cells += array
-        outside |= array < 0
-    cells[outside] = -1
+    cells = np.empty(n, dtype=np.int32 if math.prod(sizes) < 2**31 else np.int64)
+    # A block at a time: the temporaries stay in the CPU's cache.
+    for start in range(0, n, _BLOCK):
+        block = cells[start : start + _BLOCK]
+        block[:] = arrays[0][start : start + _BLOCK]
+        outside = block < 0
+        for array, size in zip(arrays[1:], sizes[1:], strict=True):
+            column = array[start : start + _BLOCK]
+            block *= size
+            block += column
+            outside |= column < 0
+        block[outside] = -1
     return cells
 
 
@@ -347,6 +363,78 @@ def units_to_check(
     return np.asarray(per_unit > _row_limit(bounds, cell_count))
 
 
+def keeps_every_row(
+    units: Codes,
+    *,
+    cell_count: int,
+    max_rows: int,
+    max_groups: int,
+) -> bool:
+    """Whether :func:`contribution_mask` keeps every row in a cell, told from the units alone.
+
+    True when every row has a unit and no unit has more rows than it could keep whatever
+    its cells (see :func:`units_to_check`): the mask is then "every row in a cell", and a
+    backend need not build the cell numbers nor the mask. A quick answer of False may
+    be wrong only in that direction: :func:`contribution_mask` then decides.
+
+    Parameters
+    ----------
+    units : numpy.ndarray of int
+        The unit code of each row (negative: no unit).
+    cell_count : int
+        An upper bound on the cell numbers plus one (the product of the domain sizes;
+        1 for an ungrouped release): declared, not read from the data.
+    max_rows, max_groups : int
+        The bounds (see :class:`ContributionBounds`).
+
+    Returns
+    -------
+    bool
+        True when no unit can exceed the bounds and every row has a unit.
+
+    Raises
+    ------
+    InvalidParameterError, InvalidParameterTypeError
+        For bounds that are not positive integers or codes that are not integer arrays.
+
+    See Also
+    --------
+    contribution_mask : The mask, when this says False.
+
+    Notes
+    -----
+    Removing nothing and drawing nothing, this is exact: a unit with at most
+    ``min(max_rows, max_groups)`` rows (at most ``max_rows`` when ``cell_count`` is at
+    most ``max_groups``) keeps all its rows in :func:`contribution_mask`. It counts the
+    rows of each unit (one ``np.bincount``), unless the units average more rows than
+    that limit (then some unit exceeds it, and the answer is False at once) or the codes
+    are sparse (False: the mask makes them dense). Its running time depends on the
+    number of rows and units only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpframe._backends.bounding import keeps_every_row
+    >>> units = np.array([0, 1, 1, 2])
+    >>> keeps_every_row(units, cell_count=10, max_rows=2, max_groups=3)
+    True
+    >>> keeps_every_row(units, cell_count=10, max_rows=1, max_groups=3)
+    False
+    """
+    bounds = ContributionBounds(max_rows, max_groups)
+    unit_codes = _code_array(units, "units")
+    n = len(unit_codes)
+    if n == 0:
+        return True
+    if int(unit_codes.min()) < 0:
+        return False
+    unit_count = int(unit_codes.max()) + 1
+    limit = _row_limit(bounds, cell_count)
+    if n > limit * unit_count or unit_count > _DENSE_FACTOR * n + 1024:
+        return False
+    return int(_rows_per_unit(unit_codes, None, unit_count).max()) <= limit
+
+
 def contribution_mask(
     units: Codes,
     cells: Codes | None,
@@ -434,14 +522,15 @@ def contribution_mask(
     not depend on the number of words drawn. Drawing a word for every row anyway would
     not hide the structure, which the sort's running time shows as well.
 
-    **Cost.** One ``np.bincount`` over the rows; then, for the rows of the units to
-    check only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: a
-    few arrays of that many int64 (up to about 40 bytes per row checked). On 10M rows and
-    1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free count
-    tables when no unit needs checking, and 14 to 17 when most rows do (the sort alone
-    costs 3 to 4), still less than pandas' ``groupby(unit).head(max_rows)``, which bounds
-    rows per unit only. When the packed key would not fit in 63 bits, ``np.lexsort`` is
-    used (slower, same result).
+    **Cost.** One ``np.bincount`` over the rows (skipped when units average more than
+    twice ``min(max_rows, max_groups)`` rows); then, for the rows of the units to check
+    only, one ``np.sort`` of int64 keys and a few cache-blocked passes. Memory: the
+    sorted keys (8 bytes per row checked) and a few bytes per row of flags. On 10M rows
+    and 1M units (``benchmarks/bench_bounding.py``) the mask costs about 2 unit-free
+    count tables when no unit needs checking, and 9 to 17 when most rows do (the sort
+    alone costs 3 to 4; the most when cells must be chosen too), less than pandas'
+    ``groupby(unit).head(max_rows)``, which bounds rows per unit only. When the packed
+    key would not fit in 63 bits, ``np.lexsort`` is used (slower, same result).
 
     References
     ----------
@@ -546,26 +635,38 @@ def _mask(
         return mask
     units, unit_count = _dense_units(units, eligible)
     cell_count = 1 if cells is None else int(cells.max()) + 1
-    per_unit = _rows_per_unit(units, eligible, unit_count)
-    to_check = per_unit > _row_limit(bounds, cell_count)
-    rows_to_check = int(per_unit[to_check].sum())
-    if rows_to_check == 0:
-        return mask
-    # No unit can have more cells than rows: the cell bound binds only above max_groups rows.
-    groups_bind = cell_count > bounds.max_groups and int(per_unit.max()) > bounds.max_groups
-    if 2 * rows_to_check >= int(per_unit.sum()):
-        # Most rows need checking: grouping them all is cheaper than selecting them first
-        # (the rows of units within the bounds come out with nothing dropped).
-        rows = None if eligible is None else np.flatnonzero(eligible)
+    limit = _row_limit(bounds, cell_count)
+    groups_may_bind = cell_count > bounds.max_groups
+    rows: NDArray[np.intp] | None
+    if n < _SKIP_COUNT_FACTOR * limit * unit_count:
+        # Units average few rows: count them, and skip those within the bounds.
+        per_unit = _rows_per_unit(units, eligible, unit_count)
+        to_check = per_unit > limit
+        rows_to_check = int(per_unit[to_check].sum())
+        if rows_to_check == 0:
+            return mask
+        # No unit can have more cells than rows: the cell bound binds only above max_groups rows.
+        groups_may_bind &= int(per_unit.max()) > bounds.max_groups
+        if 2 * rows_to_check >= int(per_unit.sum()):
+            rows = None if eligible is None else np.flatnonzero(eligible)
+        else:
+            selected = to_check[units] if eligible is None else to_check[np.maximum(units, 0)]
+            if eligible is not None:
+                selected &= eligible
+            rows = np.flatnonzero(selected)
+        del per_unit, to_check
     else:
-        selected = to_check[units] if eligible is None else to_check[np.maximum(units, 0)]
-        if eligible is not None:
-            selected &= eligible
-        rows = np.flatnonzero(selected)
-    del per_unit, to_check
+        # Units average many rows over the limit: most rows need checking, and grouping them
+        # all is cheaper than counting first (units within the bounds drop nothing).
+        rows = None if eligible is None else np.flatnonzero(eligible)
     grouped = _group(rows, units, cells, unit_count, cell_count)
-    mask[_dropped_rows(grouped, bounds, groups_bind, source)] = False
+    _drop(mask, grouped, bounds, groups_may_bind, source)
     return mask
+
+
+# Rows per unit on average, in multiples of the row limit, from which every row is grouped
+# without counting the rows of each unit first (a heuristic: it changes the speed only).
+_SKIP_COUNT_FACTOR = 2
 
 
 def _rows_per_unit(
@@ -592,48 +693,156 @@ def _row_limit(bounds: ContributionBounds, cell_count: int) -> int:
     return min(bounds.max_rows, bounds.max_groups)
 
 
-def _dropped_rows(
-    grouped: _Grouped, bounds: ContributionBounds, groups_bind: bool, source: BitSource
-) -> NDArray[np.int64]:
-    """The rows to drop among the grouped rows, which hold every row of their units."""
-    pair_starts = grouped.pair_starts
-    total, pairs = len(grouped.keys), len(pair_starts)
-    pair_dropped: NDArray[np.bool_] | None = None
-    if groups_bind:
+_EMPTY = np.zeros(0, dtype=np.intp)
+
+
+def _drop(
+    mask: NDArray[np.bool_],
+    grouped: _Grouped,
+    bounds: ContributionBounds,
+    groups_may_bind: bool,
+    source: BitSource,
+) -> None:
+    """Clear in ``mask`` the rows to drop (the grouped rows hold all rows of their units)."""
+    dropped: NDArray[np.bool_] | None = None  # per sorted position, when cells are dropped
+    if groups_may_bind and grouped.any_longer_than(bounds.max_groups, _UNIT):
         # Units in more than max_groups cells keep a uniformly random max_groups of them.
-        unit_first = grouped.unit_first_pairs()
-        cells_per_unit = _lengths(unit_first, pairs)
-        pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, None, source)
-    if pairs == total:  # every pair has one row: nothing more to drop
-        dropped = pair_dropped
-    else:
-        # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
-        pair_lengths = _lengths(pair_starts, total)
-        dropped = _drop_flags(pair_starts, pair_lengths, bounds.max_rows, pair_dropped, source)
+        # Pairs are numbered in sorted order; no array holds a value per pair but the flags.
+        new_pair, new_unit = grouped.boundaries()
+        unit_starts = np.flatnonzero(new_unit)
+        del new_unit
+        cells_per_unit = np.add.reduceat(new_pair.view(np.uint8), unit_starts, dtype=np.intp)
+        unit_first = np.cumsum(cells_per_unit) - cells_per_unit
+        pair_dropped = _drop_flags(unit_first, cells_per_unit, bounds.max_groups, source)
+        if pair_dropped is not None:
+            dropped = _per_position(pair_dropped, new_pair)
+    # Kept pairs with more than max_rows rows keep a uniformly random max_rows of them.
+    starts, lengths = grouped.runs_longer_than(bounds.max_rows)
+    if dropped is not None and starts.size:
+        kept = ~dropped[starts]
+        starts, lengths = starts[kept], lengths[kept]
+    positions = (
+        _dropped_elements(starts, lengths, bounds.max_rows, source) if starts.size else _EMPTY
+    )
     if dropped is None:
-        return np.zeros(0, dtype=np.int64)
-    return grouped.rows_at(np.flatnonzero(dropped))
+        if positions.size:
+            mask[grouped.rows_at(positions)] = False
+        return
+    dropped[positions] = True
+    grouped.clear(mask, dropped)
+
+
+def _per_position(per_pair: NDArray[np.bool_], new_pair: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """``per_pair`` spread over the sorted positions (``new_pair``: where each pair starts)."""
+    size = len(new_pair)
+    out = np.empty(size, dtype=np.bool_)
+    pair = -1  # the pair of the position before the block
+    for start in range(0, size, _BLOCK):
+        stop = min(size, start + _BLOCK)
+        starts = np.flatnonzero(new_pair[start:stop])
+        # Segments: the rest of the current pair, then each pair starting in the block.
+        lengths = np.diff(starts, prepend=0, append=stop - start)
+        first = pair
+        if pair < 0:  # position 0 starts the first pair: no current pair
+            first, lengths = 0, lengths[1:]
+        out[start:stop] = np.repeat(per_pair[first : pair + len(starts) + 1], lengths)
+        pair += len(starts)
+    return out
+
+
+# Levels of the grouping: a pair is a (unit, cell), a unit all of its pairs.
+_PAIR, _UNIT = 0, 1
 
 
 @dataclass(frozen=True)
 class _Grouped:
-    """Rows sorted by (unit, cell, row), and where each unit and each (unit, cell) pair starts."""
+    """Rows sorted by (unit, cell), and how to tell where each pair and each unit starts.
 
-    keys: NDArray[np.int64]  # the packed sort keys (unit, cell, row), or the rows alone
-    row_bits: int  # the row is the key's low bits (0: the keys are the rows)
-    pair_starts: NDArray[np.intp]  # sorted position of each pair's first row
-    new_unit: NDArray[np.bool_]  # True at the sorted position of each unit's first row
+    Packed: ``rows_or_keys`` are int64 keys (unit, cell, row) whose low ``shifts[0]`` bits
+    are the row; a pair is the bits above ``shifts[0]``, a unit those above ``shifts[1]``.
+    Otherwise (codes too wide to pack) they are the rows, and ``ids`` hold each sorted
+    row's pair and unit numbers.
+    """
+
+    rows_or_keys: NDArray[np.int64]
+    shifts: tuple[int, int]
+    ids: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
 
     def rows_at(self, positions: NDArray[np.intp]) -> NDArray[np.int64]:
         """The rows at these sorted positions."""
-        found = self.keys[positions]
-        if self.row_bits:
-            found &= (1 << self.row_bits) - 1
+        found = self.rows_or_keys[positions]
+        if self.ids is None:
+            found &= (1 << self.shifts[_PAIR]) - 1
         return found
 
-    def unit_first_pairs(self) -> NDArray[np.intp]:
-        """The index of each unit's first pair."""
-        return np.flatnonzero(self.new_unit[self.pair_starts])
+    def clear(self, mask: NDArray[np.bool_], dropped: NDArray[np.bool_]) -> None:
+        """Clear in ``mask`` the rows at the sorted positions flagged in ``dropped``."""
+        for start in range(0, len(dropped), _BLOCK):
+            found = self.rows_or_keys[start : start + _BLOCK][dropped[start : start + _BLOCK]]
+            if self.ids is None:
+                found &= (1 << self.shifts[_PAIR]) - 1
+            mask[found] = False
+
+    def boundaries(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """Per sorted position: whether a pair starts there, and whether a unit does."""
+        size = len(self.rows_or_keys)
+        new_pair = np.empty(size, dtype=np.bool_)
+        new_unit = np.empty(size, dtype=np.bool_)
+        new_pair[:1] = new_unit[:1] = True
+        if self.ids is not None:
+            pair_ids, unit_ids = self.ids
+            np.not_equal(pair_ids[1:], pair_ids[:-1], out=new_pair[1:])
+            np.not_equal(unit_ids[1:], unit_ids[:-1], out=new_unit[1:])
+            return new_pair, new_unit
+        keys = self.rows_or_keys
+        scratch = np.empty(min(size, _BLOCK), dtype=np.int64)
+        for start in range(1, size, _BLOCK):
+            stop = min(size, start + _BLOCK)
+            changed = scratch[: stop - start]
+            np.bitwise_xor(keys[start:stop], keys[start - 1 : stop - 1], out=changed)
+            np.greater_equal(changed, 1 << self.shifts[_PAIR], out=new_pair[start:stop])
+            np.greater_equal(changed, 1 << self.shifts[_UNIT], out=new_unit[start:stop])
+        return new_pair, new_unit
+
+    def any_longer_than(self, length: int, level: int) -> bool:
+        """Whether some pair (unit) has more than ``length`` rows."""
+        return bool(self._compare(length, level, differ=False).any())
+
+    def runs_longer_than(self, keep: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        """Where each pair with more than ``keep`` rows starts, and its length.
+
+        A row lies beyond the first ``keep`` of its pair when the row ``keep`` positions
+        before is in the same pair; such rows form one run at the end of each long pair.
+        """
+        beyond = np.flatnonzero(self._compare(keep, _PAIR, differ=False))
+        if beyond.size == 0:
+            return _EMPTY, _EMPTY
+        # Runs of consecutive positions: two long pairs' runs never touch (the first `keep`
+        # rows of a pair are never beyond).
+        breaks = np.flatnonzero(beyond[1:] != beyond[:-1] + 1) + 1
+        run_starts = np.concatenate(([0], breaks))
+        run_lengths = _lengths(run_starts, len(beyond))
+        return beyond[run_starts] - keep, run_lengths + keep
+
+    def _compare(self, distance: int, level: int, differ: bool) -> NDArray[np.bool_]:
+        """Per sorted position: in another (``differ``) or the same pair (unit) as the row
+        ``distance`` positions before; the first ``distance`` positions count as another."""
+        size = len(self.rows_or_keys)
+        flags = np.empty(size, dtype=np.bool_)
+        flags[:distance] = differ
+        threshold = 1 << self.shifts[level]
+        values = self.rows_or_keys if self.ids is None else self.ids[level]
+        scratch = np.empty(min(size, _BLOCK), dtype=values.dtype)
+        for start in range(distance, size, _BLOCK):
+            stop = min(size, start + _BLOCK)
+            out, changed = flags[start:stop], scratch[: stop - start]
+            now, before = values[start:stop], values[start - distance : stop - distance]
+            if self.ids is None:
+                np.bitwise_xor(now, before, out=changed)
+                (np.greater_equal if differ else np.less)(changed, threshold, out=out)
+            else:
+                (np.not_equal if differ else np.equal)(now, before, out=out)
+        return flags
 
 
 def _lengths(starts: NDArray[np.intp], total: int) -> NDArray[np.intp]:
@@ -651,7 +860,7 @@ def _group(
     unit_count: int,
     cell_count: int,
 ) -> _Grouped:
-    """Group ``rows`` (None: all rows) by (unit, cell).
+    """Sort ``rows`` (None: all rows) by (unit, cell).
 
     One ``np.sort`` of int64 keys packing unit, cell and row when they fit in 63 bits
     (numpy's vectorized sort); ``np.lexsort`` otherwise.
@@ -674,18 +883,7 @@ def _group(
         key <<= row_bits
         key |= at
     keys.sort()
-    # A pair (a unit) starts wherever the bits above the row (the cell) change.
-    new_pair = np.empty(size, dtype=np.bool_)
-    new_unit = np.empty(size, dtype=np.bool_)
-    new_pair[:1] = new_unit[:1] = True
-    scratch = np.empty(min(size, _BLOCK), dtype=np.int64)
-    for start in range(1, size, _BLOCK):
-        stop = min(size, start + _BLOCK)
-        changed = scratch[: stop - start]
-        np.bitwise_xor(keys[start:stop], keys[start - 1 : stop - 1], out=changed)
-        np.greater_equal(changed, 1 << row_bits, out=new_pair[start:stop])
-        np.greater_equal(changed, 1 << (row_bits + cell_bits), out=new_unit[start:stop])
-    return _Grouped(keys, row_bits, np.flatnonzero(new_pair), new_unit)
+    return _Grouped(keys, (row_bits, row_bits + cell_bits))
 
 
 def _group_lexsort(rows: NDArray[np.intp] | None, units: Codes, cells: Codes | None) -> _Grouped:
@@ -702,15 +900,19 @@ def _group_lexsort(rows: NDArray[np.intp] | None, units: Codes, cells: Codes | N
     if cells is not None:
         cell_of = cell_of[order]
         new_pair[1:] |= cell_of[1:] != cell_of[:-1]
+    unit_ids = np.cumsum(new_unit, dtype=np.int64)
+    pair_ids = np.cumsum(new_pair, dtype=np.int64)
     sorted_rows = order if rows is None else rows[order]
-    return _Grouped(sorted_rows.astype(np.int64), 0, np.flatnonzero(new_pair), new_unit)
+    return _Grouped(sorted_rows.astype(np.int64), (0, 0), (pair_ids, unit_ids))
 
 
 def _ranges(
     starts: NDArray[np.integer[Any]], lengths: NDArray[np.integer[Any]]
 ) -> NDArray[np.intp]:
     """The concatenated index ranges ``starts[i] .. starts[i] + lengths[i] - 1``."""
-    if len(lengths) and int(lengths.max()) == 1:
+    if len(lengths) == 0:
+        return _EMPTY
+    if int(lengths.max()) == 1:
         return np.asarray(starts, dtype=np.intp)
     ends = np.cumsum(lengths)
     shift = np.repeat(np.asarray(starts, dtype=np.intp) - (ends - lengths), lengths)
@@ -726,34 +928,22 @@ _FLOYD_MAX = 16
 
 
 def _drop_flags(
-    starts: NDArray[np.intp],
-    lengths: NDArray[np.intp],
-    keep: int,
-    dropped_segments: NDArray[np.bool_] | None,
-    source: BitSource,
+    starts: NDArray[np.intp], lengths: NDArray[np.intp], keep: int, source: BitSource
 ) -> NDArray[np.bool_] | None:
     """Which elements to drop so that each segment keeps ``keep``, chosen uniformly at random.
 
-    The segments (``starts``, ``lengths``) tile ``0 .. sum(lengths) - 1`` in order. The
-    elements of ``dropped_segments`` are all dropped; each other segment longer than
-    ``keep`` drops all but ``keep`` of its elements, every subset of ``keep`` kept
-    elements equally likely, independently across segments. Each draws the smaller of
-    the set it keeps and the set it drops: with Floyd's algorithm when that is at most
-    ``_FLOYD_MAX`` elements, else by ranking all its elements (:func:`_segment_ranks`).
-    Returns None when nothing is dropped.
+    The segments (``starts``, ``lengths``) tile ``0 .. sum(lengths) - 1`` in order; each
+    longer than ``keep`` drops all but ``keep`` of its elements, every subset of ``keep``
+    kept elements equally likely, independently across segments
+    (:func:`_dropped_elements`). Flags suit drops that are many: segments that draw what
+    they keep start all dropped. Returns None when nothing is dropped.
     """
     long = lengths > keep
-    if dropped_segments is not None:
-        long &= ~dropped_segments
     if not long.any():
-        if dropped_segments is None or not dropped_segments.any():
-            return None
-        return np.repeat(dropped_segments, lengths)
-    picks_kept = long & (lengths > 2 * keep)  # cheaper to draw what it keeps
-    # Segments that draw what they keep start all dropped; the others all kept.
-    base = picks_kept if dropped_segments is None else picks_kept | dropped_segments
-    flags = np.repeat(base, lengths)
+        return None
     segments = np.flatnonzero(long)
+    picks_kept = long & (lengths > 2 * keep)  # cheaper to draw what it keeps
+    flags = np.repeat(picks_kept, lengths)
     picked = np.where(picks_kept[segments], keep, lengths[segments] - keep)
     small = picked <= _FLOYD_MAX
     floyd = segments[small]
@@ -767,6 +957,53 @@ def _drop_flags(
     return flags
 
 
+def _dropped_elements(
+    starts: NDArray[np.intp], lengths: NDArray[np.intp], keep: int, source: BitSource
+) -> NDArray[np.intp]:
+    """The elements each segment drops so that it keeps ``keep``, chosen uniformly at random.
+
+    Every segment (``starts``, ``lengths``: disjoint ranges of element numbers) is longer
+    than ``keep``; it keeps ``keep`` of its elements, every such subset equally likely,
+    independently across segments, and the others are returned (in no particular order).
+    Each draws the smaller of the set it keeps and the set it drops: with Floyd's
+    algorithm when that is at most ``_FLOYD_MAX`` elements, else by ranking all its
+    elements (:func:`_segment_ranks`).
+    """
+    picks_kept = lengths > 2 * keep  # cheaper to draw what it keeps
+    picked = np.where(picks_kept, keep, lengths - keep)
+    small = picked <= _FLOYD_MAX
+    parts: list[NDArray[np.intp]] = []
+    if small.all():
+        floyd: NDArray[np.intp] | None = None  # every segment: no need to select them
+    else:
+        floyd = np.flatnonzero(small)
+    f_starts = starts if floyd is None else starts[floyd]
+    f_lengths = lengths if floyd is None else lengths[floyd]
+    if f_lengths.size:
+        f_kept = picks_kept if floyd is None else picks_kept[floyd]
+        f_picked = picked if floyd is None else picked[floyd]
+        segment, offset = _floyd(f_lengths, f_picked, source)
+        picked_kept = f_kept[segment]
+        # Segments that drew what they drop: the picks are the dropped elements.
+        dropping = ~picked_kept
+        parts.append(f_starts[segment[dropping]] + offset[dropping])
+        # Segments that drew what they keep drop every other element.
+        keeping = np.flatnonzero(f_kept)
+        if keeping.size:
+            k_lengths = f_lengths[keeping]
+            local_start = np.zeros(len(f_lengths), dtype=np.intp)
+            local_start[keeping] = np.cumsum(k_lengths) - k_lengths
+            drop = np.ones(int(k_lengths.sum()), dtype=np.bool_)
+            drop[local_start[segment[picked_kept]] + offset[picked_kept]] = False
+            parts.append(_ranges(f_starts[keeping], k_lengths)[drop])
+    if floyd is not None:
+        ranked = np.flatnonzero(~small)
+        r_lengths = lengths[ranked]
+        ranks = _segment_ranks(r_lengths, source)
+        parts.append(_ranges(starts[ranked], r_lengths)[ranks >= keep])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _floyd(
     lengths: NDArray[np.intp], picks: NDArray[np.intp], source: BitSource
 ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
@@ -778,6 +1015,8 @@ def _floyd(
     "Programming pearls: a sample of brilliance", CACM 30(9), 1987). Returns the
     (segment, offset) of every pick.
     """
+    if int(picks.max()) == 1:  # one pick each (the common case): one uniform draw each
+        return np.arange(len(lengths)), _uniform_below(lengths, source)
     # Segments in decreasing order of picks: those still picking in round i are a prefix.
     descending = -picks
     if int(picks.max()) < 2**15:
@@ -813,21 +1052,43 @@ def _uniform_below(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.int
     when not below the bound.
     """
     bound = np.asarray(bound, dtype=np.intp)
-    out = np.zeros(len(bound), dtype=np.intp)
-    pending = np.flatnonzero(bound > 1)  # bound 1: the only value is 0
-    huge = bound[pending] > 2**32
-    if huge.any():
-        out[pending[huge]] = _uniform_below_large(bound[pending[huge]], source)
-        pending = pending[~huge]
-    while pending.size:
-        words = source.words((pending.size + 1) // 2)
-        x = words.view(np.uint32)[: pending.size].astype(np.uint64)
-        limit = bound[pending].astype(np.uint64)
-        x *= limit  # below 2**64: both factors are at most 2**32
-        accepted = (x & np.uint64(2**32 - 1)) >= np.uint64(2**32) % limit
-        out[pending[accepted]] = (x[accepted] >> np.uint64(32)).astype(np.intp)
-        pending = pending[~accepted]
+    out = np.empty(len(bound), dtype=np.intp)
+    if len(bound) == 0:
+        return out
+    if int(bound.max()) > 2**32:
+        huge = bound > 2**32
+        out[huge] = _uniform_below_large(bound[huge], source)
+        out[~huge] = _uniform_below(bound[~huge], source)
+        return out
+    # A block at a time: the temporaries stay in the CPU's cache.
+    rejected: list[NDArray[np.intp]] = []
+    for start in range(0, len(bound), _BLOCK):
+        stop = min(len(bound), start + _BLOCK)
+        out[start:stop], again = _lemire(bound[start:stop], source)
+        if again.size:
+            rejected.append(again + start)
+    while rejected:
+        pending = np.concatenate(rejected)
+        out[pending], again = _lemire(bound[pending], source)
+        rejected = [pending[again]] if again.size else []
     return out
+
+
+def _lemire(
+    bound: NDArray[np.intp], source: BitSource
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """One draw of Lemire's method per bound (each in ``1..2**32``): the draws, and the
+    indices of those rejected (to draw again)."""
+    n = len(bound)
+    x = source.words((n + 1) // 2).view(np.uint32)[:n].astype(np.uint64)
+    limit = bound.astype(np.uint64)
+    x *= limit  # below 2**64: both factors are at most 2**32
+    low = x & np.uint64(2**32 - 1)
+    # 2**32 mod bound < bound: only a low part below the bound may be rejected.
+    doubtful = np.flatnonzero(low < limit)
+    rejected = doubtful[low[doubtful] < np.uint64(2**32) % limit[doubtful]]
+    x >>= np.uint64(32)
+    return x.view(np.int64), rejected
 
 
 def _uniform_below_large(bound: NDArray[np.intp], source: BitSource) -> NDArray[np.intp]:

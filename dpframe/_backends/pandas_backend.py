@@ -7,6 +7,7 @@ the columns' codes and values; nothing here draws noise.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ class PandasRows:
     def __init__(
         self,
         frame: pd.DataFrame,
-        mask: NDArray[np.bool_] | Callable[[], NDArray[np.bool_]] | None,
+        mask: NDArray[np.bool_] | Callable[[], NDArray[np.bool_] | None] | None,
     ) -> None:
         self._frame = frame
         self._given = mask
@@ -92,21 +93,29 @@ class PandasRows:
         groups: Sequence[Group],
         rng: np.random.Generator | None,
     ) -> PandasRows:
-        def keep() -> NDArray[np.bool_]:
+        def keep() -> NDArray[np.bool_] | None:
             units = unit_codes(self._frame, unit)
+            codes, sizes = self._codes(groups), [len(g.domain) for g in groups]
+            if all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
+                units,
+                cell_count=math.prod(sizes),
+                max_rows=bounds.max_rows,
+                max_groups=bounds.max_groups,
+            ):
+                return self._mask  # every row in a cell is kept: no cells, no mask to build
             cells = None
             if groups:
-                sizes = [len(g.domain) for g in groups]
-                cells = bounding.cell_numbers(self._codes(groups), sizes)
+                cells = bounding.cell_numbers(codes, sizes)
             if self._mask is not None:  # rows filtered out are in no cell: never kept
                 cells = np.where(self._mask, 0 if cells is None else cells, -1)
-            return bounding.contribution_mask(
+            kept = bounding.contribution_mask(
                 units,
                 cells,
                 max_rows=bounds.max_rows,
                 max_groups=bounds.max_groups,
                 source=bit_source(rng),
             )
+            return None if kept.all() else kept  # no mask: the kernels skip a pass
 
         return PandasRows(self._frame, keep)
 
@@ -137,7 +146,7 @@ def observed_domain(keys: pd.Index, dtype: Any, name: ColumnLabel) -> pd.Index:
     return _validation.declared_domain(dtype, name, {name: ordered}, {})
 
 
-def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.intp]:
+def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.integer[Any]]:
     """The privacy unit of each row as an integer code; -1 where an id is missing."""
     if len(unit) == 1:
         column = frame[unit[0]]
@@ -147,7 +156,11 @@ def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.i
             values = column.to_numpy()
             lowest = values.min()
             if int(values.max()) - int(lowest) < 2 * len(values):  # so the offsets fit
-                return np.asarray(values - lowest).astype(np.intp)
+                # In at least 32 bits (int8 ids would wrap); int32 offsets when they fit.
+                small = values.dtype.itemsize < 4 or (
+                    values.dtype == np.int32 and len(values) < 2**30
+                )
+                return np.asarray(np.subtract(values, lowest, dtype=np.int32 if small else None))
         codes, _ = pd.factorize(column, use_na_sentinel=True)
         return np.asarray(codes)
     return np.asarray(frame.groupby(list(unit), dropna=True, sort=False).ngroup().to_numpy())
