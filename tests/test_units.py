@@ -619,3 +619,19 @@ def test_dask_releases_bound_units_and_refuse_self_merges(panel: pd.DataFrame) -
     self_merged = data.merge(data[["year", "wage"]], on="year")
     with pytest.raises(PrivacyUnitError):
         self_merged.dp.count(epsilon=0.5, max_rows=1)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint8", "int64"])
+def test_narrow_integer_unit_ids_are_never_mistaken_for_missing(dtype: str) -> None:
+    """Small-dtype ids spanning more than the dtype's half range keep one code per unit.
+
+    Offsets computed in the ids' own dtype would wrap (int8: 100 - (-100) = -56), and a
+    negative code means "no unit": that unit's rows would silently vanish.
+    """
+    ids = np.repeat(np.array([0, 100, 200]) - (100 if dtype != "uint8" else 0), 60)
+    frame = pd.DataFrame({"id": ids.astype(dtype), "g": "a"})
+    frame.dp.set_budget(epsilon=1.0, privacy_unit="id", domains={"g": ["a"]})
+    rows = backend_for(frame).rows(None)
+    group = Group("g", pd.Index(["a"]), frame["g"].dtype)
+    kept = rows.bounded(["id"], ContributionBounds(1, 1), [group], None).count_table([group])
+    assert kept.tolist() == [3]  # one row for each of the three units
