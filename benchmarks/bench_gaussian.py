@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _timing  # noqa: I001 - before numpy: it pins the thread count
+
 import numpy as np
-from _timing import row
 
 import dpframe.mechanisms as dpm
 from dpframe import _gaussian
@@ -64,9 +65,9 @@ def main() -> None:
         )
         plan = _gaussian.gaussian_plan(Fraction(sigma) ** 2)
         print(f"sigma = {sigma}")
-        print(row("numpy np.rint(rng.normal(0, sigma, n)) [not private]", base, N))
+        print(_timing.row("numpy np.rint(rng.normal(0, sigma, n)) [not private]", base, N))
         print(
-            row("dpframe discrete_gaussian (exact, cryptographic)", ours, N, base)
+            _timing.row("dpframe discrete_gaussian (exact, cryptographic)", ours, N, base)
             + f"  {words_per_value(sigma):.2f} words/value, acceptance {plan.acceptance:.3f}"
         )
         _opendp(sigma, base, ours)
@@ -86,7 +87,7 @@ def _opendp(sigma: float, numpy_seconds: float, dpframe_seconds: float) -> None:
     (seconds,) = interleaved([lambda: meas(as_list)], rounds=3)
     per_value = seconds / PEER_N
     print(
-        row(f"OpenDP make_gaussian, int vector (n = {PEER_N:,})", seconds, PEER_N)
+        _timing.row(f"OpenDP make_gaussian, int vector (n = {PEER_N:,})", seconds, PEER_N)
         + f"  {numpy_seconds / N / per_value:6.4f}x numpy's speed;"
         f" dpframe is {per_value / (dpframe_seconds / N):,.0f}x faster"
     )
