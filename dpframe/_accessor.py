@@ -1670,12 +1670,14 @@ class DPAccessor:
     def describe(
         self,
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Mapping[ColumnLabel, Bounds],
         percentiles: Sequence[float] = (0.25, 0.5, 0.75),
         where: Where = None,
         max_rows: int | None = None,
         noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         rng: RNGLike | None = None,
     ) -> pd.DataFrame:
         """A noisy ``DataFrame.describe()``: count, mean, std and percentiles per column.
@@ -1684,7 +1686,8 @@ class DPAccessor:
         ----------
         epsilon : float
             Privacy budget of this call (> 0), split evenly between the columns, and in
-            each column half for count, mean and std, half for the percentiles.
+            each column half for count, mean and std, half for the percentiles. With
+            ``noise="gaussian"``, give ``rho`` or ``epsilon`` with ``delta``.
         bounds : dict
             ``{column: (lo, hi)}``: the numeric columns to describe and their declared
             ranges.
@@ -1695,10 +1698,16 @@ class DPAccessor:
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute; rows beyond it are dropped at random.
-        noise : {"geometric"}, default "geometric"
-            Only the geometric noise of report-noisy-max: a quantile is chosen by a pure
-            epsilon-DP mechanism (``"gaussian"`` is refused; on a zCDP budget the call is
-            charged ``rho = epsilon**2 / 2``).
+        noise : {"geometric", "gaussian"}, default "geometric"
+            The noise of count, mean and std. With ``"gaussian"`` they get discrete
+            Gaussian noise at half of each column's share of ``rho`` (zCDP), and the
+            percentiles, chosen by report-noisy-max (a pure epsilon-DP mechanism), get the
+            largest ``epsilon`` with ``epsilon**2 / 2`` at most the other half.
+        rho : float, optional
+            The zCDP cost of the call, with ``noise="gaussian"`` (instead of ``epsilon``
+            and ``delta``, which are then converted to the largest rho that implies them).
+        delta : float, default 0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the converted cost.
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1719,7 +1728,12 @@ class DPAccessor:
         come from one variance release (:meth:`var`'s parts: count, centred sum, centred
         sum of squares); the percentiles from one :meth:`quantile` release. All read the
         same rows, so their costs add (sequential composition): the whole table costs
-        ``epsilon``.
+        ``epsilon``. With ``noise="gaussian"`` each column's three moment parts share
+        ``rho / (2 k)`` of zCDP (discrete Gaussian noise, L2 sensitivity of one row or,
+        with a privacy unit, of ``max_rows`` rows), and its percentiles are pure
+        ``epsilon_q``-DP with ``epsilon_q**2 / 2 <= rho / (2 k)``, which is
+        ``epsilon_q**2 / 2``-zCDP (Bun and Steinke 2016, Proposition 1.4): the table is
+        ``rho``-zCDP.
 
         Examples
         --------
@@ -1732,39 +1746,37 @@ class DPAccessor:
         ['count', 'mean', 'std', '25%', '50%', '75%']
         """
         where = _validation.where_in_caller(where)
-        self._geometric_only(noise, "describe")
-        eps = _validation.epsilon(epsilon)
+        gaussian = self._gaussian(noise, epsilon, delta, rho, False, "describe")
         generator = _validation.rng(rng)
         columns = _validation.describe_bounds(bounds)
         for column in columns:
             self._backend.numeric_column(column, "bounds")
         contribution = self._contribution("describe", max_rows, None, False)
         rows = self._rows(where, [], contribution, generator)
-        share = eps / (2 * len(columns))
-        per_row = contribution.noise_epsilon(share)
-        plans = [
-            (
-                _plans.moment_release(
-                    self._scope("describe", [c], [], where, generator), "std", per_row, b, 1
-                ),
-                contribution.charged(
-                    _plans.quantile_release(
-                        self._scope("describe", [c], [], where, generator),
-                        per_row,
-                        percentiles,
-                        b,
-                        None,
-                    )
-                ),
+        split = _plans.describe_split(
+            None if gaussian is None else gaussian.rho,
+            None if gaussian is not None else _validation.epsilon(epsilon),
+            len(columns),
+        )
+        moment_cost = (
+            None if split.rho is None else (_plans.Gaussian(split.rho, None), contribution)
+        )
+        per_row = contribution.noise_epsilon(split.percentiles_epsilon)
+        plans = []
+        for c, b in columns.items():
+            scope = self._scope("describe", [c], [], where, generator)
+            moment = _plans.moment_release(
+                scope, "std", contribution.noise_epsilon(split.epsilon), b, 1, moment_cost
             )
-            for c, b in columns.items()
-        ]
+            quantiles = _plans.quantile_release(scope, per_row, percentiles, b, None)
+            plans.append((moment, contribution.charged(quantiles)))
 
-        with self.ledger.transaction(eps) as spending:
+        with self.ledger.transaction(**split.call_cost(len(columns))) as spending:
             stats = []
             for column, (moment, quantiles) in zip(columns, plans, strict=True):
                 noisy = _noisy_parts(moment, rows.sum_tables(column, moment.grids, []), generator)
-                spending.drawn(*(contribution.charged(part) for part in moment.parts))
+                charged = moment.parts if moment_cost else map(contribution.charged, moment.parts)
+                spending.drawn(*charged)
                 candidates, _ = _quantiles.candidate_cells(columns[column], None)
                 released = mechanisms.quantile_of_counts(
                     rows.cell_table(column, candidates, []), percentiles, epsilon=per_row,
@@ -1773,7 +1785,7 @@ class DPAccessor:
                 spending.drawn(quantiles)
                 stats.append((moment, noisy, released[0]))
 
-        return _tables.describe_result(columns, percentiles, stats, spending.parts, share)
+        return _tables.describe_result(columns, percentiles, stats, spending.parts, split)
 
     # ------------------------------------------------------------ groupby
 

@@ -24,11 +24,12 @@ from dpframe._backends import SumGrid
 from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.kernels import LOG_EDGES, SUM_GRID_BITS
 from dpframe._decisions import DecisionParameters
+from dpframe._exact import show
 from dpframe._moments import MomentPlan, Statistic, moment_plan
 from dpframe._release import NOISE_ONLY, NOISE_ONLY_CLAMPED, JSONValue, Release
 from dpframe._typing import Bounds, ColumnLabel
 from dpframe._validation import CrosstabOptions
-from dpframe.errors import InvalidParameterError, PrivacyUnitError
+from dpframe.errors import DPFrameError, InvalidParameterError, PrivacyUnitError
 
 __all__ = [
     "ALPHA",
@@ -213,6 +214,63 @@ class Gaussian:
 
     rho: Fraction
     asked: tuple[Fraction, Fraction] | None
+
+
+@dataclass(frozen=True)
+class DescribeSplit:
+    """How ``describe`` shares its cost: per column, half for count, mean and std, half
+    for the percentiles.
+
+    With geometric noise every share is pure ``epsilon / (2 k)`` for ``k`` columns. With
+    Gaussian noise the moments of a column get ``rho / (2 k)`` of zCDP, and its
+    percentiles (report-noisy-max, pure epsilon-DP) the largest epsilon, on a grid of
+    ``1e-6``, whose zCDP cost ``epsilon**2 / 2`` is at most the same ``rho / (2 k)``.
+    """
+
+    epsilon: Fraction  # the moments' pure share per column (0 with Gaussian noise)
+    rho: Fraction | None  # the moments' zCDP share per column (None: geometric noise)
+    percentiles_epsilon: Fraction  # the percentiles' pure share per column
+    total_epsilon: Fraction  # what the call asked for (geometric noise), else 0
+    total_rho: Fraction | None
+
+    def call_cost(self, columns: int) -> dict[str, Fraction]:
+        """The whole cost of the call, for the ledger's transaction."""
+        if self.rho is None:
+            return {"epsilon": self.total_epsilon}
+        return {"epsilon": columns * self.percentiles_epsilon, "rho": columns * self.rho}
+
+    def shown(self) -> dict[str, JSONValue]:
+        """One column's split, for ``release_info(...)["split"]``."""
+        if self.rho is None:
+            return {
+                "count, mean, std": float(self.epsilon),
+                "percentiles": float(self.percentiles_epsilon),
+            }
+        return {
+            "count, mean, std": {"rho": float(self.rho)},
+            "percentiles": {
+                "epsilon": float(self.percentiles_epsilon),
+                "rho": float(self.percentiles_epsilon**2 / 2),
+            },
+        }
+
+
+def describe_split(rho: Fraction | None, epsilon: Fraction | None, columns: int) -> DescribeSplit:
+    """Split ``describe``'s cost between its columns and statistics (see DescribeSplit)."""
+    if rho is None:
+        if epsilon is None:  # pragma: no cover - the accessor validated one of them
+            raise DPFrameError("internal error: describe without a cost; please report")
+        share = epsilon / (2 * columns)
+        return DescribeSplit(share, None, share, epsilon, None)
+    share_rho = rho / (2 * columns)
+    scale = 10**6  # epsilon = isqrt(2 rho 1e12) / 1e6 <= sqrt(2 rho): its epsilon**2/2 <= rho
+    pure = Fraction(math.isqrt(2 * share_rho.numerator * scale**2 // share_rho.denominator), scale)
+    if pure <= 0:
+        raise InvalidParameterError(
+            f"rho={show(rho)} leaves the percentiles of {columns} column(s) no epsilon "
+            f"on a grid of 1e-6 (epsilon**2 / 2 <= rho / {2 * columns}); use a larger rho."
+        )
+    return DescribeSplit(Fraction(0), share_rho, pure, Fraction(0), rho)
 
 
 def gaussian_cost(epsilon: object, delta: object, rho: object, method: str) -> Gaussian:

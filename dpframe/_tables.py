@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from dpframe._backends import Group
 from dpframe._moments import moment_estimate
-from dpframe._plans import ALPHA, MomentRelease, TableBars, TablePlan
+from dpframe._plans import ALPHA, DescribeSplit, MomentRelease, TableBars, TablePlan
 from dpframe._release import JSONValue, Release, call_metadata
 from dpframe._results import DPFloat, frame, real, series
 from dpframe._validation import CrosstabOptions
@@ -298,7 +298,7 @@ def describe_result(
     percentiles: Sequence[float],
     stats: Sequence[tuple[MomentRelease, list[NDArray[np.float64]], NDArray[np.float64]]],
     parts: Sequence[Release],
-    share: Fraction,
+    split: DescribeSplit,
 ) -> pd.DataFrame:
     """``describe``'s table from each column's moment parts and percentiles."""
     rows = ["count", "mean", "std", *(f"{100 * p:.10g}%" for p in percentiles)]
@@ -315,15 +315,14 @@ def describe_result(
             "std": [float(spread.lower[0]), float(spread.upper[0])],
         }
     first = parts[0]
-    split: dict[str, JSONValue] = {
-        str(c): {"count, mean, std": float(share), "percentiles": float(share)} for c in columns
-    }
+    shown: dict[str, JSONValue] = {str(c): split.shown() for c in columns}
+    moments = "geometric" if split.rho is None else "discrete Gaussian"
     summary = Release(
         method="describe",
         columns=tuple(str(c) for c in columns),
         where=first.where,
         by=(),
-        mechanism="geometric on fixed-point grids; report-noisy-max of rank scores",
+        mechanism=f"{moments} on fixed-point grids; report-noisy-max of rank scores",
         epsilon=sum((p.epsilon for p in parts), Fraction(0)),
         delta=Fraction(0),
         sensitivity=None,
@@ -333,7 +332,7 @@ def describe_result(
             "noise only: noise_interval for mean and std (95% each), rank bars for the "
             "percentiles; clamping bias is not included"
         ),
-        details=(("split", split), ("noise_interval", intervals)),
+        details=(("split", shown), ("noise_interval", intervals)),
         privacy_unit=first.privacy_unit,
         max_rows=first.max_rows,
         max_groups=first.max_groups,

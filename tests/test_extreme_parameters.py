@@ -430,6 +430,10 @@ ACCESSOR_CALLS: dict[str, Callable[..., Any]] = {
     "gaussian mean": lambda f, e, b, m: f.dp.mean(
         "x", noise="gaussian", epsilon=e, delta=1e-6, bounds=b, max_rows=m
     ),
+    "describe": lambda f, e, b, m: f.dp.describe(epsilon=e, bounds={"x": b}, max_rows=m),
+    "gaussian describe": lambda f, e, b, m: f.dp.describe(
+        noise="gaussian", rho=e, bounds={"x": b}, max_rows=m
+    ),
     "private keys": lambda f, e, b, m: f.dp.count(
         epsilon=e, delta=1e-9, by="x", private_keys=True, max_rows=m, max_groups=1
     ),

@@ -156,11 +156,14 @@ def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.i
             values = column.to_numpy()
             lowest = values.min()
             if int(values.max()) - int(lowest) < 2 * len(values):  # so the offsets fit
-                # In at least 32 bits (int8 ids would wrap); int32 offsets when they fit.
+                # In at least 32 bits (int8 ids would wrap): int32 below 2**30 rows, else int64
+                # (an int32 subtraction of ids 2**31 apart would wrap negative: "no unit").
                 small = values.dtype.itemsize < 4 or (
                     values.dtype == np.int32 and len(values) < 2**30
                 )
-                return np.asarray(np.subtract(values, lowest, dtype=np.int32 if small else None))
+                return np.asarray(
+                    np.subtract(values, lowest, dtype=np.int32 if small else np.int64)
+                )
         codes, _ = pd.factorize(column, use_na_sentinel=True)
         return np.asarray(codes)
     return np.asarray(frame.groupby(list(unit), dropna=True, sort=False).ngroup().to_numpy())
