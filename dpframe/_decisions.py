@@ -374,10 +374,11 @@ def realized_probability(curve: DecisionCurve, count: int) -> Fraction:
 
 def _window(curve: DecisionCurve) -> tuple[int, int]:
     """Counts outside this range share the coin of its nearer end (the curve's reaches)."""
-    limit = np.iinfo(np.int64)
-    low = max(curve.junction - curve.lower_reach, int(limit.min))
+    smallest, largest = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+    low = curve.junction - curve.lower_reach
     high = curve.junction + (curve.upper_reach if curve.upper_scale > 0 else 1)
-    return low, min(high, int(limit.max))
+    # Both ends into int64 (a tiny p or epsilon can put the whole window beyond it).
+    return min(max(low, smallest), largest), min(max(high, smallest), largest)
 
 
 def _distinct_in_window(
