@@ -542,7 +542,7 @@ def test_bounds_are_refused_on_a_frame_without_a_unit() -> None:
     assert "one row" in repr(frame.dp.ledger)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", 2**40 + 1, 2**63])
 def test_bad_bounds_are_refused(panel: pd.DataFrame, bad: object) -> None:
     with pytest.raises(DPFrameError):
         panel.dp.count(epsilon=0.5, by="year", max_rows=bad, max_groups=8)  # type: ignore[arg-type]

@@ -160,7 +160,17 @@ def _limit(value: Any, name: str) -> int:
             f"max_groups=5: each unit then contributes at most one row to each of at most "
             f"five cells."
         )
+    if int(value) > _LARGEST_LIMIT:
+        raise InvalidParameterError(
+            f"{name}={value!r} is beyond 2**40: no unit holds that many rows or cells, and "
+            f"the noise, which grows with max_rows * max_groups, would bury every count. "
+            f"Declare the most one unit can really contribute (e.g. 8 waves: max_rows=8)."
+        )
     return int(value)
+
+
+# More rows or cells per unit than any data set holds; keeps counts // max_rows in int64.
+_LARGEST_LIMIT = 2**40
 
 
 Codes = NDArray[np.integer[Any]]
