@@ -9,10 +9,19 @@ import secrets
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import settings
 from numpy.typing import NDArray
 
 import dpframe  # noqa: F401  (registers .dp)
 from dpframe import _random
+
+# Hypothesis: CI, which gates every landing, draws the same examples on each run
+# (derandomized, so a failure there replays as is); everywhere else each run explores
+# new ones, and a failure prints the blob that replays it (@reproduce_failure). Explore
+# further with `pytest tests/test_extreme_parameters.py --hypothesis-seed=<n>`.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "explore")
 
 
 class WordCounter:

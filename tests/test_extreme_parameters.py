@@ -102,7 +102,6 @@ SETTINGS = settings(
     max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    derandomize=False,
 )
 
 
