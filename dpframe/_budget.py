@@ -21,7 +21,7 @@ import numpy as np
 from dpframe._exact import show, simplest_rational
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
-__all__ = ["Budget", "budget_amount", "budget_rho", "cost_amount", "exact_text", "fraction_text"]
+__all__ = ["Budget", "budget_amount", "budget_rho", "exact_text", "fraction_text"]
 
 # A terminating decimal with more significant digits than this is shown as a fraction.
 _MAX_SHOWN_DIGITS = 20
@@ -116,41 +116,6 @@ def budget_rho(value: Any) -> Fraction | float:
         raise InvalidParameterError(
             "rho must be > 0, got 0: a zero budget allows no release. Pass the total zCDP "
             "budget, e.g. set_budget(rho=0.015), or math.inf to explore without a limit."
-        )
-    return exact
-
-
-def cost_amount(value: Any, name: str) -> Fraction:
-    """A release cost handed to the ledger: an exact rational >= 0 (< 1 for delta).
-
-    Floats never reach the ledger: float sums drift (eleven charges of 1/11 would exceed
-    1) and NaN compares false with everything. Internal callers convert user input first
-    (``dpframe._validation.epsilon`` and the like return exact Fractions).
-    """
-    fix = (
-        "Convert user input to an exact Fraction first (0.1 becomes exactly 1/10); NaN, "
-        "infinities and negatives are refused there."
-    )
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise InvalidParameterTypeError(
-            f"The {name} cost must be a fractions.Fraction, got {value!r} of type "
-            f"{type(value).__name__}. {fix}"
-        )
-    if not isinstance(value, numbers.Rational):
-        raise InvalidParameterError(
-            f"The {name} cost must be exact (a fractions.Fraction), got the "
-            f"{type(value).__name__} {value!r}. {fix}"
-        )
-    exact = Fraction(int(value)) if isinstance(value, numbers.Integral) else Fraction(value)
-    if exact < 0:
-        raise InvalidParameterError(
-            f"The {name} cost must be >= 0, got {exact}: a negative cost would refund "
-            f"privacy budget. {fix}"
-        )
-    if name == "delta" and exact >= 1:
-        raise InvalidParameterError(
-            f"The delta cost must be below 1, got {exact}: a release with delta >= 1 has "
-            f"no privacy guarantee. {fix}"
         )
     return exact
 

@@ -255,37 +255,6 @@ def snapping_scale(
     return snap.scale, snap.grid
 
 
-def _snap_noise(n: int, snap: _Snapping, source: BitSource) -> NDArray[np.float64]:
-    """``n`` values ``±λ·(e·ln 2 − ln m)``: Laplace noise from full-precision uniforms.
-
-    The reference form of what :class:`_SnapKernel` computes (bit for bit, from the same
-    words); kept for the tests.
-    """
-    exponent, m, sign = _full_precision_uniform(source, n)
-    # -ln(U*) = e·ln 2 − ln m: exact up to float64 rounding, for any exponent.
-    noise = exponent * _LN2
-    noise -= np.log(m)
-    noise *= snap.scale
-    bits = noise.view(np.uint64)
-    np.bitwise_xor(bits, sign, out=bits)  # a fair sign, exactly
-    return noise
-
-
-def _snap_round(z: NDArray[np.float64], snap: _Snapping, lo: float, hi: float) -> None:
-    """Round ``z = x + noise`` to the nearest multiple of Λ (ties up) and clamp, in place."""
-    grid = snap.grid
-    # Anything beyond one grid step outside [lo, hi] ends up clamped either way; clipping
-    # first keeps z / Λ small, so the rounding below is exact.
-    np.clip(z, lo - grid, hi + grid, out=z)
-    z *= 1.0 / grid  # exact: Λ is a power of two
-    # |z / Λ| < 2**47, so its ulp is at most 2**-5 and adding 0.5 is exact: floor then
-    # rounds to the nearest multiple, ties towards +inf.
-    z += 0.5
-    np.floor(z, out=z)
-    z *= grid  # exact: |k| < 2**47
-    np.clip(z, lo, hi, out=z)
-
-
 # fl(e·fl(ln 2)) for the exponent e that the low 11 bits of a word give (0 where they are
 # all zero: those few values are completed from further words).
 _LOW_TERMS = _LOW_POSITIONS * _LN2
@@ -295,7 +264,8 @@ _SIGN_BIT = np.uint64(1 << 63)
 class _SnapKernel:
     """The snapping mechanism on blocks of ``_SNAP_BLOCK`` values, in preallocated buffers.
 
-    It performs exactly the float64 operations of ``_snap_noise`` and ``_snap_round``
+    It performs exactly the float64 operations of the plain reference computation in
+    ``tests/test_laplace.py`` (``_reference_snap_noise``, ``_reference_snap_round``)
     (the same roundings, in the same order, from the same bits of the same words), so
     its outputs are bit for bit theirs; it only avoids temporaries, reads ``e·ln 2``
     from a table and moves the sign bit with two integer operations.
@@ -309,7 +279,7 @@ class _SnapKernel:
         self.buffer = np.empty(size, dtype=np.float64)
 
     def noise(self, n: int, source: BitSource) -> NDArray[np.float64]:
-        """``_snap_noise(n, ...)``, bit for bit: ``±λ·(e·ln 2 − ln m)`` from one word each.
+        """The reference noise, bit for bit: ``±λ·(e·ln 2 − ln m)`` from one word each.
 
         The result lives in the kernel's buffer: valid until the next call.
         """
@@ -343,7 +313,7 @@ class _SnapKernel:
     def finish(
         self, values: NDArray[np.float64], noise: NDArray[np.float64], out: NDArray[np.float64]
     ) -> None:
-        """``out[:] = clip(values)``, plus ``noise``, then ``_snap_round``'s operations."""
+        """``out[:] = clip(values)``, plus ``noise``, then the reference rounding's operations."""
         grid, lo, hi = self.snap.grid, self.lo, self.hi
         np.clip(values, lo, hi, out=out)
         out += noise

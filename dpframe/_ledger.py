@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from dpframe import _composition, _validation
-from dpframe._budget import Budget, budget_rho, cost_amount, exact_text, fraction_text
+from dpframe._budget import Budget, budget_rho, exact_text, fraction_text
 from dpframe._composition import RESTORED, Account, Cost, Total
 from dpframe._release import JSONValue, Release
 from dpframe.errors import (
@@ -718,9 +718,9 @@ class Ledger:
             method=_validation.text(method, "method"),
             columns=_validation.label_texts(columns, "columns"),
             mechanism=_validation.text(mechanism, "mechanism"),
-            epsilon=cost_amount(epsilon, "epsilon"),
-            delta=cost_amount(delta, "delta"),
-            rho=None if rho is None else cost_amount(rho, "rho"),
+            epsilon=_validation.cost(epsilon, "epsilon"),
+            delta=_validation.cost(delta, "delta"),
+            rho=None if rho is None else _validation.cost(rho, "rho"),
             sensitivity=None,
             noise_scale=_validation.noise_scale(noise_scale),
             private=_validation.flag(private, "private"),
@@ -930,9 +930,9 @@ class Transaction:
         self, ledger: Ledger, epsilon: Fraction, delta: Fraction, rho: Fraction = _ZERO
     ) -> None:
         self._ledger = ledger
-        self._epsilon = cost_amount(epsilon, "epsilon")
-        self._delta = cost_amount(delta, "delta")
-        self._rho = cost_amount(rho, "rho")
+        self._epsilon = _validation.cost(epsilon, "epsilon")
+        self._delta = _validation.cost(delta, "delta")
+        self._rho = _validation.cost(rho, "rho")
         self._parts: list[Release] = []
 
     @property
@@ -970,11 +970,11 @@ class Transaction:
 
 def _cost_of(release: Release) -> Cost:
     """A release's cost for the composition rule (validated: exact, in one measure)."""
-    epsilon = cost_amount(release.epsilon, "epsilon")
-    delta = cost_amount(release.delta, "delta")
+    epsilon = _validation.cost(release.epsilon, "epsilon")
+    delta = _validation.cost(release.delta, "delta")
     if release.rho is None:
         return Cost(epsilon, delta, restored=release.method == RESTORED)
-    rho = cost_amount(release.rho, "rho")
+    rho = _validation.cost(release.rho, "rho")
     if epsilon or delta:
         raise InvalidParameterError(
             f"a zCDP release (rho={rho}) must cost epsilon=0 and delta=0, got "
@@ -986,9 +986,9 @@ def _cost_of(release: Release) -> Cost:
 
 def _call_costs(epsilon: Fraction, delta: Fraction, rho: Fraction) -> list[Cost]:
     """The whole cost of one call, as the composition rule charges it (see Ledger.check)."""
-    cost_epsilon = cost_amount(epsilon, "epsilon")
-    cost_delta = cost_amount(delta, "delta")
-    cost_rho = cost_amount(rho, "rho")
+    cost_epsilon = _validation.cost(epsilon, "epsilon")
+    cost_delta = _validation.cost(delta, "delta")
+    cost_rho = _validation.cost(rho, "rho")
     costs = []
     if cost_epsilon or cost_delta or not cost_rho:
         costs.append(Cost(cost_epsilon, cost_delta))

@@ -231,7 +231,6 @@ class DescribeSplit:
     rho: Fraction | None  # the moments' zCDP share per column (None: geometric noise)
     percentiles_epsilon: Fraction  # the percentiles' pure share per column
     total_epsilon: Fraction  # what the call asked for (geometric noise), else 0
-    total_rho: Fraction | None
 
     def call_cost(self, columns: int) -> dict[str, Fraction]:
         """The whole cost of the call, for the ledger's transaction."""
@@ -261,7 +260,7 @@ def describe_split(rho: Fraction | None, epsilon: Fraction | None, columns: int)
         if epsilon is None:  # pragma: no cover - the accessor validated one of them
             raise DPFrameError("internal error: describe without a cost; please report")
         share = epsilon / (2 * columns)
-        return DescribeSplit(share, None, share, epsilon, None)
+        return DescribeSplit(share, None, share, epsilon)
     share_rho = rho / (2 * columns)
     scale = 10**6  # epsilon = isqrt(2 rho 1e12) / 1e6 <= sqrt(2 rho): its epsilon**2/2 <= rho
     pure = Fraction(math.isqrt(2 * share_rho.numerator * scale**2 // share_rho.denominator), scale)
@@ -270,7 +269,7 @@ def describe_split(rho: Fraction | None, epsilon: Fraction | None, columns: int)
             f"rho={show(rho)} leaves the percentiles of {columns} column(s) no epsilon "
             f"on a grid of 1e-6 (epsilon**2 / 2 <= rho / {2 * columns}); use a larger rho."
         )
-    return DescribeSplit(Fraction(0), share_rho, pure, Fraction(0), rho)
+    return DescribeSplit(Fraction(0), share_rho, pure, Fraction(0))
 
 
 def gaussian_cost(epsilon: object, delta: object, rho: object, method: str) -> Gaussian:

@@ -143,8 +143,8 @@ def cost(value: Any, name: str) -> Fraction:
     1) and NaN compares false with everything.
     """
     fix = (
-        f"Convert user input with dpframe._validation.{name}(), which returns an exact "
-        f"Fraction (0.1 becomes exactly 1/10) and refuses NaN, infinities and negatives."
+        "Convert user input to an exact Fraction first (dpframe._validation.epsilon and "
+        "delta turn 0.1 into exactly 1/10 and refuse NaN, infinities and negatives)."
     )
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise InvalidParameterTypeError(

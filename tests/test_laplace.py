@@ -342,13 +342,36 @@ class _LowZeroSource:
         return out
 
 
+def _reference_snap_noise(n: int, snap: Any, source: Any) -> NDArray[np.float64]:
+    """``n`` values ``±λ·(e·ln 2 − ln m)`` from full-precision uniforms: the plain form of
+    what ``_laplace._SnapKernel`` computes from the same words."""
+    exponent, m, sign = _laplace._full_precision_uniform(source, n)
+    noise = exponent * _laplace._LN2  # -ln(U*) = e·ln 2 − ln m
+    noise -= np.log(m)
+    noise *= snap.scale
+    bits = noise.view(np.uint64)
+    np.bitwise_xor(bits, sign, out=bits)  # a fair sign, exactly
+    return np.asarray(noise)
+
+
+def _reference_snap_round(z: NDArray[np.float64], snap: Any, lo: float, hi: float) -> None:
+    """Round ``z`` to the nearest multiple of Λ (ties up) and clamp, in place."""
+    grid = snap.grid
+    np.clip(z, lo - grid, hi + grid, out=z)  # keeps z / Λ small: the rounding is exact
+    z *= 1.0 / grid
+    z += 0.5
+    np.floor(z, out=z)
+    z *= grid
+    np.clip(z, lo, hi, out=z)
+
+
 @pytest.mark.parametrize(
     ("epsilon", "bounds"), [(1.0, (-1000.0, 1000.0)), (0.1, (0.0, 2.0)), (3.0, (-5.0, 7.5))]
 )
 def test_snapping_kernel_is_the_reference_computation_bit_for_bit(
     epsilon: float, bounds: tuple[float, float]
 ) -> None:
-    """The fused kernel performs _snap_noise's and _snap_round's float64 operations exactly."""
+    """The fused kernel performs the reference float64 operations exactly."""
     snap = _laplace._snapping(_exact(epsilon), Fraction(1), *bounds)
     n = 5000
     kernel = _laplace._SnapKernel(snap, *bounds, n)
@@ -356,11 +379,11 @@ def test_snapping_kernel_is_the_reference_computation_bit_for_bit(
     x[:10], x[10:20] = np.inf, -np.inf
     for seed in range(4):
         for make in (_random.bit_source, _LowZeroSource):
-            reference = _laplace._snap_noise(n, snap, make(seed))
+            reference = _reference_snap_noise(n, snap, make(seed))
             noise = kernel.noise(n, make(seed))
             assert np.array_equal(reference.view(np.uint64), noise.view(np.uint64))
             rounded = np.clip(x, *bounds) + reference
-            _laplace._snap_round(rounded, snap, *bounds)
+            _reference_snap_round(rounded, snap, *bounds)
             fused = np.empty(n)
             kernel.finish(x, noise, fused)
             assert np.array_equal(rounded.view(np.uint64), fused.view(np.uint64))

@@ -332,7 +332,7 @@ def test_negative_cost_cannot_refund() -> None:
 def test_validity_ledger_trusting_costs_fails_refund_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_ledger, "cost_amount", lambda value, name: Fraction(value))
+    monkeypatch.setattr(_ledger._validation, "cost", lambda value, name: Fraction(value))
     assert _negative_cost_refunds(Ledger())
 
 
