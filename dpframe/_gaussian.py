@@ -35,7 +35,6 @@ from __future__ import annotations
 import decimal
 import functools
 import math
-import numbers
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -51,7 +50,6 @@ from dpframe._validation import INT_LIMIT
 from dpframe.errors import (
     DPFrameError,
     InvalidParameterError,
-    InvalidParameterTypeError,
     NoiseOverflowError,
 )
 
@@ -91,19 +89,7 @@ def _context(digits: int) -> decimal.Context:
 
 def _as_fraction(value: Any, name: str) -> Fraction:
     fix = f"Pass a positive number such as {name}=1.0."
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise InvalidParameterTypeError(
-            f"{name} must be a real number, got {value!r} of type {type(value).__name__}. {fix}"
-        )
-    if isinstance(value, numbers.Integral):
-        result = Fraction(int(value))
-    elif isinstance(value, Fraction):
-        result = value
-    else:
-        as_float = float(value)
-        if not math.isfinite(as_float):
-            raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}")
-        result = simplest_rational(as_float)
+    result = _validation.real(value, name, fix)
     if result <= 0:
         raise InvalidParameterError(f"{name} must be > 0, got {show(result)}. {fix}")
     return result

@@ -86,11 +86,11 @@ def noise_scale(value: Any) -> float | None:
     return scale
 
 
-def _real(value: Any, name: str, fix: str) -> Fraction:
+def real(value: Any, name: str, fix: str = "") -> Fraction:
     """``value`` as an exact Fraction, refusing non-numbers, bools, NaN and infinities."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise InvalidParameterTypeError(
-            f"{name} must be a real number, got {value!r} of type {type(value).__name__}. {fix}"
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}. {fix}".rstrip()
         )
     if isinstance(value, numbers.Integral):
         return Fraction(int(value))
@@ -98,14 +98,14 @@ def _real(value: Any, name: str, fix: str) -> Fraction:
         return value
     as_float = float(value)
     if not math.isfinite(as_float):
-        raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}")
+        raise InvalidParameterError(f"{name} must be finite, got {value!r}. {fix}".rstrip())
     return simplest_rational(as_float)
 
 
 def epsilon(value: Any, name: str = "epsilon") -> Fraction:
     """A privacy-loss parameter: a finite real number > 0."""
     fix = f"Pass a positive number such as {name}=1.0 (smaller means more privacy, more noise)."
-    result = _real(value, name, fix)
+    result = real(value, name, fix)
     if result <= 0:
         raise InvalidParameterError(f"{name} must be > 0, got {value!r}. {fix}")
     return result
@@ -114,7 +114,7 @@ def epsilon(value: Any, name: str = "epsilon") -> Fraction:
 def delta(value: Any, name: str = "delta", *, allow_zero: bool = True) -> Fraction:
     """A failure probability: a finite real in [0, 1) (or (0, 1) when ``allow_zero`` is False)."""
     fix = f"Pass {name}=0 for pure DP, or a small probability such as {name}=1e-6."
-    result = _real(value, name, fix)
+    result = real(value, name, fix)
     if result < 0 or result >= 1 or (result == 0 and not allow_zero):
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise InvalidParameterError(f"{name} must be in {interval}, got {value!r}. {fix}")
@@ -176,7 +176,7 @@ def sensitivity(value: Any, name: str = "sensitivity") -> Fraction:
         f"{name} is the most one person's row can change the result "
         f"(1 for a count); pass a positive number."
     )
-    result = _real(value, name, fix)
+    result = real(value, name, fix)
     if result <= 0:
         raise InvalidParameterError(f"{name} must be > 0, got {value!r}. {fix}")
     return result
@@ -185,7 +185,7 @@ def sensitivity(value: Any, name: str = "sensitivity") -> Fraction:
 def probability(value: Any, name: str) -> float:
     """A probability strictly inside (0, 1), as a float."""
     fix = f"Pass {name} strictly between 0 and 1, for example {name}=0.5."
-    result = _real(value, name, fix)
+    result = real(value, name, fix)
     if not 0 < result < 1:
         raise InvalidParameterError(
             f"{name} must be strictly between 0 and 1, got {value!r}. {fix}"

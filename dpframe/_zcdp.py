@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import decimal
 import math
-import numbers
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from dpframe import _validation
-from dpframe._exact import simplest_rational
-from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
+from dpframe.errors import InvalidParameterError
 
 __all__ = [
     "delta_of_zcdp",
@@ -54,19 +50,7 @@ SMALLEST_DELTA = Fraction(1, 2**1074)
 
 def _nonnegative(value: Any, name: str) -> Fraction:
     """A finite real >= 0 as an exact Fraction (floats read as their simplest fraction)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise InvalidParameterTypeError(
-            f"{name} must be a real number, got {value!r} of type {type(value).__name__}."
-        )
-    if isinstance(value, numbers.Integral):
-        result = Fraction(int(value))
-    elif isinstance(value, Fraction):
-        result = value
-    else:
-        as_float = float(value)
-        if not math.isfinite(as_float):
-            raise InvalidParameterError(f"{name} must be finite, got {value!r}.")
-        result = simplest_rational(as_float)
+    result = _validation.real(value, name)
     if result < 0:
         raise InvalidParameterError(f"{name} must be >= 0, got {value!r}.")
     return result
