@@ -89,8 +89,9 @@ def noise_scale(value: Any) -> float | None:
 def real(value: Any, name: str, fix: str = "") -> Fraction:
     """``value`` as an exact Fraction, refusing non-numbers, bools, NaN and infinities."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        kind = type(value).__name__
         raise InvalidParameterTypeError(
-            f"{name} must be a real number, got {value!r} of type {type(value).__name__}. {fix}".rstrip()
+            f"{name} must be a real number, got {value!r} of type {kind}. {fix}".rstrip()
         )
     if isinstance(value, numbers.Integral):
         return Fraction(int(value))
