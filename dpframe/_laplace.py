@@ -22,7 +22,7 @@ import functools
 import math
 import numbers
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe._coins import DyadicSampler, random_uint16, random_uint32
+from dpframe._coins import Coin, lazy_bernoulli, random_bytes, random_uint16, random_uint32
 from dpframe._exact import exp_decimal, precise, show, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
@@ -533,8 +533,6 @@ class _BoundedPlan:
     kappa: Decimal  # bound on |ln realized weight − ln ideal weight| for |n| <= near
     far: Decimal  # mass beyond `near`, relative to the smallest normalization
     margin: Decimal  # privacy loss added to the ideal one by the realized coins
-    # geometric sampler: draws N = 0 or a fair sign exactly as the engine does (see _signs)
-    signs: DyadicSampler | None = field(default=None, compare=False)
 
     @property
     def scale(self) -> float:
@@ -804,18 +802,7 @@ def _bounded_plan(
         kappa=kappa,
         far=far,
         margin=margin,
-        signs=None if plan is None else _signs(plan),
     )
-
-
-def _signs(plan: _geometric.GeometricPlan) -> DyadicSampler:
-    """``N = 0``, ``+1`` or ``-1`` with the engine's exact probabilities: ``z`` for 0 and
-    ``(1 − z)/2`` for each sign, ``z`` the plan's zero coin (as in its first table)."""
-    zero = plan.zero
-    bits = 64 * zero.nwords
-    other = (1 << bits) - zero.numerator
-    values = np.array([0, 1, -1], dtype=np.int8)
-    return DyadicSampler([zero.numerator << 1, other, other], bits + 1, values)
 
 
 def bounded_laplace_scale(
@@ -861,23 +848,50 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     return out
 
 
-def _feasible_codes(
-    signs: DyadicSampler, bad: NDArray[np.int64], source: BitSource
-) -> NDArray[np.int64]:
-    """For each element, the first of independent ``signs`` draws that is not ``bad``."""
-    code = np.empty(bad.size, dtype=np.int64)
-    pending = np.arange(bad.size)
-    while pending.size:  # each round settles about half of the elements (more near N = 0)
-        draw = signs.sample(source, pending.size)[0].astype(np.int64)
-        fine = draw != bad[pending]
-        hit = np.flatnonzero(fine)
-        code[pending[hit]] = draw[hit]
-        pending = pending[np.flatnonzero(~fine)]
+def _rounds_to_a_good_sign(source: BitSource, n: int) -> NDArray[np.int64]:
+    """``n`` draws of ``K``, the number of fair signs drawn up to the first good one.
+
+    ``P(K = k) = 2**-k`` for ``k >= 1``: the position of the lowest one bit of a uniform
+    byte (trailing zeros + 1), exactly; an all-zero byte (probability ``2**-8``) means 8
+    bad signs, and ``K`` continues with a fresh byte.
+    """
+    byte = random_bytes(source, n)
+    low = byte - np.uint8(1)  # an all-zero byte wraps to all ones: count 8
+    low ^= byte
+    rounds = np.bitwise_count(low).astype(np.int64)
+    pending = np.flatnonzero(byte == 0)
+    while pending.size:  # each pass leaves 1/256 of its elements pending
+        byte = random_bytes(source, pending.size)
+        low = byte - np.uint8(1)
+        low ^= byte
+        rounds[pending] += np.bitwise_count(low)
+        pending = pending[np.flatnonzero(byte == 0)]
+    return rounds
+
+
+def _feasible_codes(zero: Coin, bad: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
+    """For each element, the first draw of the engine's zero-or-sign that is not ``bad``.
+
+    One such draw is ``0`` when the zero coin ``Z`` (probability ``z``) lands, else a fair
+    sign ``S``; redrawing until it is not ``bad`` is the loop the plain sampler runs.
+    Its outcome is sampled without that loop. Let ``K`` be the round of the first good
+    ``S`` (``P(K = k) = 2**-k``). Every round before ``K`` has ``S`` bad and ends the loop
+    with ``0`` exactly when its ``Z`` lands; round ``K`` ends it anyway, with ``0`` when its
+    ``Z`` lands and the good sign otherwise. So the outcome is ``0`` exactly when one of
+    ``K`` independent zero coins lands (probability ``2z / (1 + z)`` in all), else the
+    sign opposite to ``bad``: about three bytes per element. Element ``i`` owns the coins
+    ``ends[i] − K_i`` to ``ends[i] − 1`` of one array of draws.
+    """
+    ends = np.cumsum(_rounds_to_a_good_sign(source, bad.size))
+    coins = lazy_bernoulli(source, zero, int(ends[-1])) if bad.size else np.zeros(0, np.bool_)
+    landed = np.searchsorted(ends, np.flatnonzero(coins), side="right")
+    code = np.negative(bad)
+    code[landed] = 0
     return code
 
 
 def _propose_geometric(
-    plan: _BoundedPlan, signs: DyadicSampler | None, v: NDArray[np.int64], source: BitSource
+    plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """Proposals ``v + N`` with a sign that can land in the domain, and their acceptance.
 
@@ -885,8 +899,8 @@ def _propose_geometric(
     with probability ``z``, else a fair sign and a magnitude ``|N|`` independent of it.
     Where the sign points out of the domain (``v + sign`` outside ``[0, steps]``: a
     value at an end), the plain rejection sampler would reject the proposal and start
-    again, and the next proposal's zero-or-sign part is a fresh draw of ``signs``. So
-    the sign (or zero) is redrawn from ``signs`` until it is feasible, and the magnitude
+    again, and the next proposal's zero-or-sign part is a fresh draw. So the sign (or
+    zero) is redrawn until it is feasible (:func:`_feasible_codes`), and the magnitude
     already drawn, independent of every sign, is kept: the proposal then has exactly
     the law of the first proposal of the plain sampler whose sign is feasible, and the
     accepted outputs exactly the law of ``v + N`` conditioned on the domain. A value at
@@ -894,7 +908,7 @@ def _propose_geometric(
     """
     steps = np.uint64(plan.steps)
     geometric = plan.geometric
-    if geometric is None or signs is None:
+    if geometric is None:
         raise DPFrameError("internal error: geometric proposal without its plan; please report")
     noise = _geometric.geometric_noise(geometric, v.size, source, False)
     j = noise + v  # (one block: the rejection loop's blocks are no larger than the engine's)
@@ -909,7 +923,7 @@ def _propose_geometric(
         redo = out[np.flatnonzero(infeasible)]
         if redo.size:
             bad = sign[np.flatnonzero(infeasible)]
-            code = _feasible_codes(signs, bad, source)  # 0 (N = 0) or the other sign
+            code = _feasible_codes(geometric.zero, bad, source)  # 0 (N = 0) or the other sign
             magnitude = np.abs(noise[redo])
             magnitude *= code
             magnitude += v[redo]
@@ -923,7 +937,7 @@ def _propose(
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """One proposal per element and whether it is accepted."""
     if plan.geometric is not None:
-        return _propose_geometric(plan, plan.signs, v, source)
+        return _propose_geometric(plan, v, source)
     j = _uniform_index(source, v.size, plan.steps)
     distance = np.abs(j - v)
     accept = np.ones(v.size, dtype=np.bool_)
