@@ -662,13 +662,16 @@ class _AcceptTable:
         threshold = np.take(self.prefix, index, mode="clip")  # in range: skip numpy's check
         accept = u < threshold
         for position in np.flatnonzero(u == threshold).tolist():  # about 2**-16 of them
-            digits = self.rest(int(index[position]))
-            for digit in digits:
-                word = source.words(1)[0]
-                if word != digit:
-                    accept[position] = word < digit
-                    break
+            accept[position] = self.after_tie(source, int(index[position]))
         return accept
+
+    def after_tie(self, source: BitSource, k: int) -> bool:
+        """Coin ``k`` when its first 16 random bits equal its prefix: the other 240 bits."""
+        for digit in self.rest(k):
+            word = source.words(1)[0]
+            if word != digit:
+                return bool(word < digit)
+        return False  # equal on every bit: the uniform is not below P_k
 
 
 # Bound on |ln P_k − ln exp(−unit·k·2**shift)| for every acceptance coin (see _AcceptTable).
@@ -869,67 +872,44 @@ def _rounds_to_a_good_sign(source: BitSource, n: int) -> NDArray[np.int64]:
     return rounds
 
 
-def _feasible_codes(zero: Coin, bad: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
-    """For each element, the first draw of the engine's zero-or-sign that is not ``bad``.
+def _ends_at_zero(zero: Coin, n: int, source: BitSource) -> NDArray[np.intp]:
+    """Of ``n`` elements whose sign points out of the domain, those whose redraw is ``0``.
 
-    One such draw is ``0`` when the zero coin ``Z`` (probability ``z``) lands, else a fair
-    sign ``S``; redrawing until it is not ``bad`` is the loop the plain sampler runs.
-    Its outcome is sampled without that loop. Let ``K`` be the round of the first good
-    ``S`` (``P(K = k) = 2**-k``). Every round before ``K`` has ``S`` bad and ends the loop
-    with ``0`` exactly when its ``Z`` lands; round ``K`` ends it anyway, with ``0`` when its
-    ``Z`` lands and the good sign otherwise. So the outcome is ``0`` exactly when one of
-    ``K`` independent zero coins lands (probability ``2z / (1 + z)`` in all), else the
-    sign opposite to ``bad``: about three bytes per element. Element ``i`` owns the coins
+    One draw of the engine's zero-or-sign is ``0`` when the zero coin ``Z`` (probability
+    ``z``) lands, else a fair sign ``S``; the plain sampler redraws it until it is not the
+    bad sign. That loop is not run. Let ``K`` be the round of the first good ``S``
+    (``P(K = k) = 2**-k``). Every round before ``K`` has ``S`` bad and ends the loop with
+    ``0`` exactly when its ``Z`` lands; round ``K`` ends it anyway, with ``0`` when its ``Z``
+    lands and with the good sign otherwise. So the redraw ends at ``0`` exactly when one
+    of ``K`` independent zero coins lands (probability ``2z / (1 + z)`` in all), else at
+    the good sign: about three bytes per element. Element ``i`` owns the coins
     ``ends[i] − K_i`` to ``ends[i] − 1`` of one array of draws.
     """
-    ends = np.cumsum(_rounds_to_a_good_sign(source, bad.size))
-    coins = lazy_bernoulli(source, zero, int(ends[-1])) if bad.size else np.zeros(0, np.bool_)
-    landed = np.searchsorted(ends, np.flatnonzero(coins), side="right")
-    code = np.negative(bad)
-    code[landed] = 0
-    return code
+    if n == 0:
+        return np.empty(0, dtype=np.intp)
+    ends = np.cumsum(_rounds_to_a_good_sign(source, n))
+    coins = lazy_bernoulli(source, zero, int(ends[-1]))
+    owners = np.searchsorted(ends, np.flatnonzero(coins), side="right")  # sorted
+    first = np.ones(owners.size, dtype=np.bool_)  # an element may land several coins
+    np.not_equal(owners[1:], owners[:-1], out=first[1:])
+    return owners[first]
 
 
 def _propose_geometric(
     plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
-    """Proposals ``v + N`` with a sign that can land in the domain, and their acceptance.
+    """Proposals ``v + N``, ``N`` drawn by the geometric engine, and their acceptance.
 
-    ``N`` is drawn by the geometric engine. Its realized law is symmetric: ``N = 0``
-    with probability ``z``, else a fair sign and a magnitude ``|N|`` independent of it.
-    Where the sign points out of the domain (``v + sign`` outside ``[0, steps]``: a
-    value at an end), the plain rejection sampler would reject the proposal and start
-    again, and the next proposal's zero-or-sign part is a fresh draw. So the sign (or
-    zero) is redrawn until it is feasible (:func:`_feasible_codes`), and the magnitude
-    already drawn, independent of every sign, is kept: the proposal then has exactly
-    the law of the first proposal of the plain sampler whose sign is feasible, and the
-    accepted outputs exactly the law of ``v + N`` conditioned on the domain. A value at
-    an end thus needs about one proposal, not two.
+    Only inputs inside the domain come here (``0 < v < steps``); those at an end are
+    drawn by :func:`_from_the_lower_end`.
     """
-    steps = np.uint64(plan.steps)
     geometric = plan.geometric
     if geometric is None:
         raise DPFrameError("internal error: geometric proposal without its plan; please report")
-    noise = _geometric.geometric_noise(geometric, v.size, source, False)
-    j = noise + v  # (one block: the rejection loop's blocks are no larger than the engine's)
+    j = _geometric.geometric_noise(geometric, v.size, source, False)
+    j += v  # (one block: the rejection loop's blocks are no larger than the engine's)
     # 0 <= j <= steps in one comparison: a negative j is above 2**63 as unsigned.
-    accepted = j.view(np.uint64) <= steps
-    out = np.flatnonzero(~accepted)
-    if out.size:
-        # Which of them have a sign that points out of the domain (|N| >= 1 > 0 there):
-        # only at an end (0 < v < steps has both neighbours), and only that one sign.
-        sign = np.sign(noise[out])
-        infeasible = (v[out] + sign).view(np.uint64) > steps
-        redo = out[np.flatnonzero(infeasible)]
-        if redo.size:
-            bad = sign[np.flatnonzero(infeasible)]
-            code = _feasible_codes(geometric.zero, bad, source)  # 0 (N = 0) or the other sign
-            magnitude = np.abs(noise[redo])
-            magnitude *= code
-            magnitude += v[redo]
-            j[redo] = magnitude
-            accepted[redo] = magnitude.view(np.uint64) <= steps
-    return j, accepted
+    return j, j.view(np.uint64) <= np.uint64(plan.steps)
 
 
 def _propose(
@@ -939,13 +919,63 @@ def _propose(
     if plan.geometric is not None:
         return _propose_geometric(plan, v, source)
     j = _uniform_index(source, v.size, plan.steps)
-    distance = np.abs(j - v)
-    accept = np.ones(v.size, dtype=np.bool_)
+    return j, _accepts(plan, np.abs(j - v), source)
+
+
+def _accepts(
+    plan: _BoundedPlan, distance: NDArray[np.int64], source: BitSource
+) -> NDArray[np.bool_]:
+    """The uniform sampler's acceptance of proposals at these distances from their input."""
+    accept = np.ones(distance.size, dtype=np.bool_)
     for table in plan.accept:
         # exp(−u·d) is the product over chunks of exp(−u·k_c·2**shift_c): one coin each.
         chunk = (distance >> table.shift) & (table.prefix.size - 1)
         accept &= table.draw(source, chunk)
-    return j, accept
+    return accept
+
+
+def _from_the_lower_end(plan: _BoundedPlan, n: int, source: BitSource) -> NDArray[np.int64]:
+    """``n`` independent outputs for the input ``v = 0`` (grid indices).
+
+    Every such input has the same law, so they need not each run their own rejection
+    loop: one stream of independent proposals from ``v = 0`` is drawn, a block at a
+    time, and its accepted proposals, in order, are ``n`` independent draws of that law
+    (the accepted proposals of an i.i.d. stream are i.i.d.). Accepted proposals beyond
+    the ``n``-th are discarded unseen. This saves the per-element bookkeeping of the
+    rejection rounds, which costs as much as the proposals themselves.
+    """
+    unit = float(plan.unit)
+    if plan.geometric is None:  # P(accept | v = 0), the mean of exp(−unit·j) over j
+        rate = -math.expm1(-unit * (plan.steps + 1)) / ((plan.steps + 1) * -math.expm1(-unit))
+    else:  # P(|N| <= steps), about
+        rate = -math.expm1(-unit * (plan.steps + 1))
+    found: list[NDArray[np.int64]] = []
+    have = 0
+    while have < n:  # the rate only sizes the batches
+        batch = min(_REJECTION_BLOCK, math.ceil((n - have) / rate * 1.05) + 64)
+        found.append(_accepted_from_zero(plan, batch, source))
+        have += found[-1].size
+    return np.concatenate(found)[:n]
+
+
+def _accepted_from_zero(plan: _BoundedPlan, batch: int, source: BitSource) -> NDArray[np.int64]:
+    """The accepted among ``batch`` independent proposals from ``v = 0``, in order."""
+    geometric = plan.geometric
+    if geometric is None:
+        j = _uniform_index(source, batch, plan.steps)
+        return j.take(np.flatnonzero(_accepts(plan, j, source)))  # no masked gather
+    # N is symmetric: 0 with probability z, else a fair sign and a magnitude independent
+    # of it. A negative N points out of the domain: the plain sampler would reject it and
+    # propose again, and the next proposal's zero-or-sign is a fresh draw. So only that
+    # part is redrawn until feasible (_ends_at_zero: 0, or the positive sign), keeping
+    # the magnitude: the proposal then has exactly the law of the plain sampler's first
+    # proposal with a feasible sign, so the accepted ones have the law of N conditioned
+    # on the domain. An input at an end needs about one proposal, not two.
+    noise = _geometric.geometric_noise(geometric, batch, source, False)
+    negative = np.flatnonzero(noise < 0)
+    j = np.abs(noise)
+    j[negative[_ends_at_zero(geometric.zero, negative.size, source)]] = 0
+    return j.take(np.flatnonzero(j <= plan.steps))
 
 
 # Rejection rounds give each pending value one proposal (the fewest proposals in all)
@@ -973,7 +1003,41 @@ def _bounded_release(
     plan: _BoundedPlan, flat: NDArray[np.float64], lo: float, hi: float, source: BitSource
 ) -> NDArray[np.float64]:
     """The released values for the inputs ``flat``: at each the grid point of the first
-    accepted of independent proposals, by rejection rounds.
+    accepted of independent proposals.
+
+    Inputs at an end of the domain (common: clamped data piles up there) share one
+    stream of proposals (:func:`_from_the_lower_end`; the upper end
+    is its mirror image, ``steps − j``). Every other input runs its own rejection loop
+    (:func:`_rejection`).
+    """
+    n = flat.size
+    v = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _REJECTION_BLOCK):
+        stop = min(n, start + _REJECTION_BLOCK)
+        v[start:stop] = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+    lower, upper = np.flatnonzero(v == 0), np.flatnonzero(v == plan.steps)
+    if lower.size + upper.size == 0:
+        j = _rejection(plan, v, source)
+    elif lower.size == n:  # every input at the lower end: no gathers
+        j = _from_the_lower_end(plan, n, source)
+    else:
+        j = v.copy()
+        drawn = _from_the_lower_end(plan, lower.size + upper.size, source)
+        j[lower] = drawn[: lower.size]
+        # the upper end is the mirror image of the lower one: steps − j
+        j[upper] = np.subtract(plan.steps, drawn[lower.size :])
+        inside = np.flatnonzero((v != 0) & (v != plan.steps))
+        if inside.size:
+            j[inside] = _rejection(plan, v[inside], source)
+    j += plan.first
+    out = j.astype(np.float64)  # exact: |j| < 2**52
+    out *= plan.grid  # a power of two: exact
+    return out
+
+
+def _rejection(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
+    """For each input grid index ``v``, the first accepted of independent proposals, by
+    rejection rounds (grid indices relative to ``plan.first``).
 
     The first round proposes once for every value, block by block in cache; the later
     rounds gather the rejected values of the whole call, so that their proposals, too,
@@ -984,20 +1048,17 @@ def _bounded_release(
     values: numpy's masked gather branches per element, and the acceptances of a value
     at an end of the domain are coin flips.
     """
-    n = flat.size
-    out = np.empty(n, dtype=np.float64)
-    rejected, rejected_values = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.int64)]
+    n = v.size
+    out = np.empty(n, dtype=np.int64)
+    rejected = [np.empty(0, dtype=np.intp)]
     for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
         stop = min(n, start + _REJECTION_BLOCK)
-        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
-        j, accepted = _propose(plan, v, source)
-        j += plan.first
-        np.multiply(j, plan.grid, out=out[start:stop])  # exact: |j| < 2**52
+        out[start:stop], accepted = _propose(plan, v[start:stop], source)
         missed = np.flatnonzero(~accepted)
         if missed.size:
             rejected.append(missed + start)
-            rejected_values.append(v[missed])
-    pending, values = np.concatenate(rejected), np.concatenate(rejected_values)
+    pending = np.concatenate(rejected)
+    values = v[pending]
     while pending.size:  # a loop over rejection rounds, on the rejected values only
         tries = min(_MAX_TRIES, max(1, _FEW_PENDING // pending.size))
         if tries == 1:
@@ -1016,8 +1077,7 @@ def _bounded_release(
             done = np.zeros(pending.size, dtype=np.bool_)
             done[hit] = True
             miss = np.flatnonzero(~done)
-        chosen += plan.first
-        out[pending[hit]] = chosen * plan.grid
+        out[pending[hit]] = chosen
         pending, values = pending[miss], values[miss]
     return out
 

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from scipy import optimize, stats
 
 from dpframe import _geometric, _laplace, _random
-from dpframe._coins import make_coin
+from dpframe._coins import Coin, lazy_bernoulli, make_coin
 from dpframe._exact import exp_decimal, precise, simplest_rational
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError, NoiseOverflowError
 from dpframe.mechanisms import bounded_laplace, bounded_laplace_accuracy, laplace, laplace_accuracy
@@ -701,77 +701,74 @@ def test_bounded_matches_the_exact_conditional_distribution(
     assert binned_pvalue(indices, ideal) > FALSE_ALARM
 
 
-def test_sign_sampler_has_the_engines_exact_probabilities() -> None:
-    """N = 0 with the zero coin's probability z, each sign with (1 − z)/2, exactly."""
-    for case in BOUNDED_CASES:
-        epsilon, delta, sensitivity, bounds, sampler = case.values
-        plan = _plan(epsilon, delta, sensitivity, bounds)
-        if sampler != "geometric":
-            assert plan.signs is None
-            continue
-        signs = plan.signs
-        total = 1 << (16 * signs._levels)
-        probability = {
-            int(value): Fraction(numerator, total)
-            for value, numerator in zip(signs.values.tolist(), signs._numerators, strict=True)
-        }
-        z = plan.geometric.zero.probability
-        assert probability == {0: z, 1: (1 - z) / 2, -1: (1 - z) / 2}
+# A zero coin of probability about 1/3: the zero part of a redraw is visible.
+_THIRD = Coin(6148914691236517206, 1)
 
 
-def _third_zero_signs() -> Any:
-    """A zero-or-sign sampler with P(0) = 349526 / 2**20 (about 1/3): zero is visible."""
-    from dpframe._coins import DyadicSampler
-
-    return DyadicSampler([349526, 349525, 349525], 20, np.array([0, 1, -1], dtype=np.int8))
-
-
-def _feasible_code_pvalue(codes: NDArray[np.int64], bad: NDArray[np.int64]) -> float:
-    """Chi-square p-value that the codes are the first draw that is not ``bad``."""
-    zero = Fraction(349526, 349526 + 349525)  # P(0 | not bad), exactly
-    relative = np.where(codes == 0, 0, np.where(codes == -bad, 1, 2))  # 2: bad (never)
-    return chi_square_pvalue(relative, np.arange(3), np.array([float(zero), float(1 - zero), 0.0]))
+def _zero_share_pvalue(zeros: int, n: int) -> float:
+    """Two-sided binomial p-value that ``zeros`` of ``n`` redraws end at 0 with the exact
+    probability 2z / (1 + z) of redrawing the zero-or-sign until it is not the bad sign."""
+    z = _THIRD.probability
+    p = float(2 * z / (1 + z))
+    return float(stats.binomtest(zeros, n, p).pvalue)
 
 
-def test_feasible_codes_are_the_first_draw_that_is_not_bad() -> None:
+def test_redraws_end_at_zero_with_the_exact_probability() -> None:
     n = 400_000
-    bad = np.where(np.arange(n) % 2 == 0, -1, 1)
-    codes = _laplace._feasible_codes(_third_zero_signs(), bad, _random.bit_source(None))
-    assert not np.any(codes == bad)
-    assert _feasible_code_pvalue(codes, bad) > FALSE_ALARM
+    landed = _laplace._ends_at_zero(_THIRD, n, _random.bit_source(None))
+    assert np.all(np.diff(landed) > 0)  # distinct elements, in order
+    assert _zero_share_pvalue(landed.size, n) > FALSE_ALARM
 
 
-def test_feasible_code_test_catches_a_flipped_sign() -> None:
-    """Validity twin: flipping a bad sign (instead of drawing again) leaves P(0) at z."""
+def test_zero_share_test_catches_a_single_coin() -> None:
+    """Validity twin: one zero coin per element (flipping the bad sign instead of drawing
+    again) leaves P(0) at z, not 2z / (1 + z)."""
     n = 400_000
-    bad = np.where(np.arange(n) % 2 == 0, -1, 1)
-    draws = _third_zero_signs().sample(_random.bit_source(None), n)[0].astype(np.int64)
-    flipped = np.where(draws == bad, -bad, draws)
-    assert _feasible_code_pvalue(flipped, bad) < FALSE_ALARM
+    landed = np.flatnonzero(lazy_bernoulli(_random.bit_source(None), _THIRD, n))
+    assert _zero_share_pvalue(landed.size, n) < FALSE_ALARM
 
 
-def _halving_sign_fix(
-    plan: Any, signs: Any, v: NDArray[np.int64], source: Any
-) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
-    """A broken proposal: where the sign points out, flip it and halve the magnitude."""
-    noise = _geometric.geometric_noise(plan.geometric, v.size, source, False)
-    j = v + noise
-    flip = np.flatnonzero((v + np.sign(noise) < 0) | (v + np.sign(noise) > plan.steps))
-    j[flip] = v[flip] - noise[flip] // 2
-    return j, (j >= 0) & (j <= plan.steps)
+def _halving_reflection(plan: Any, batch: int, source: Any) -> NDArray[np.int64]:
+    """A broken end-of-domain stream: a negative N is reflected with half its magnitude."""
+    noise = _geometric.geometric_noise(plan.geometric, batch, source, False)
+    j = np.where(noise < 0, -noise // 2, noise)
+    return j[j <= plan.steps]
 
 
 def test_end_goodness_of_fit_catches_a_wrong_sign_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     """Validity twin: the end-of-domain test sees a sign fix that changes the magnitudes."""
     epsilon, delta, sensitivity, bounds, _ = BOUNDED_CASES[0].values
     plan = _plan(epsilon, delta, sensitivity, bounds)
-    monkeypatch.setattr(_laplace, "_propose_geometric", _halving_sign_fix)
+    monkeypatch.setattr(_laplace, "_accepted_from_zero", _halving_reflection)
     out = bounded_laplace(
         np.full(N_GOF, bounds[0]), epsilon=epsilon, sensitivity=sensitivity, bounds=bounds
     )
     indices = np.round(out / plan.grid).astype(np.int64) - plan.first
     ideal = Conditional(ideal_log_weights(plan.steps, float(plan.unit))).log_pmf(0)
     assert binned_pvalue(indices, ideal) < FALSE_ALARM
+
+
+@pytest.mark.parametrize("sampler", ["geometric", "uniform"])
+def test_bounded_mixes_ends_and_inside_in_place(sampler: str) -> None:
+    """Inputs at either end share one stream of proposals and the others run their own
+    rejection loop: on an interleaved array every position still gets its own law."""
+    case = next(c for c in BOUNDED_CASES if c.values[4] == sampler)
+    epsilon, delta, sensitivity, bounds, _ = case.values
+    lo, hi = bounds
+    plan = _plan(epsilon, delta, sensitivity, bounds)
+    inputs = np.array([lo, hi, lo + 0.3 * (hi - lo), hi + 5.0])  # repeated in this order
+    out = bounded_laplace(
+        np.tile(inputs, N_GOF // 4),
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        bounds=bounds,
+    )
+    indices = (np.round(out / plan.grid).astype(np.int64) - plan.first).reshape(-1, 4)
+    weights = Conditional(ideal_log_weights(plan.steps, float(plan.unit)))
+    for column, x in enumerate(inputs):
+        v = int(_laplace._grid_index(np.array([min(max(x, lo), hi)]), plan)[0])
+        assert binned_pvalue(indices[:, column], weights.log_pmf(v)) > FALSE_ALARM
 
 
 def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
