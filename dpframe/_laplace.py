@@ -861,7 +861,7 @@ def _rounds_to_a_good_sign(source: BitSource, n: int) -> NDArray[np.int64]:
     byte = random_bytes(source, n)
     low = byte - np.uint8(1)  # an all-zero byte wraps to all ones: count 8
     low ^= byte
-    rounds = np.bitwise_count(low).astype(np.int64)
+    rounds: NDArray[np.int64] = np.bitwise_count(low).astype(np.int64)
     pending = np.flatnonzero(byte == 0)
     while pending.size:  # each pass leaves 1/256 of its elements pending
         byte = random_bytes(source, pending.size)
