@@ -1006,38 +1006,49 @@ def _bounded_release(
     accepted of independent proposals.
 
     Inputs at an end of the domain (common: clamped data piles up there) share one
-    stream of proposals (:func:`_from_the_lower_end`; the upper end
-    is its mirror image, ``steps − j``). Every other input runs its own rejection loop
-    (:func:`_rejection`).
+    stream of proposals (:func:`_from_the_lower_end`; the upper end is its mirror image,
+    ``steps − j``). Every other input runs its own rejection loop (:func:`_rejection`).
     """
     n = flat.size
+    out = np.empty(n, dtype=np.float64)
     v = np.empty(n, dtype=np.int64)
     for start in range(0, n, _REJECTION_BLOCK):
         stop = min(n, start + _REJECTION_BLOCK)
         v[start:stop] = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+    if n == 0 or (v.min() > 0 and v.max() < plan.steps):  # nothing at an end
+        _rejection(plan, v, source, out, None)
+        return out
     lower, upper = np.flatnonzero(v == 0), np.flatnonzero(v == plan.steps)
-    if lower.size + upper.size == 0:
-        j = _rejection(plan, v, source)
-    elif lower.size == n:  # every input at the lower end: no gathers
-        j = _from_the_lower_end(plan, n, source)
-    else:
-        j = v.copy()
-        drawn = _from_the_lower_end(plan, lower.size + upper.size, source)
-        j[lower] = drawn[: lower.size]
-        # the upper end is the mirror image of the lower one: steps − j
-        j[upper] = np.subtract(plan.steps, drawn[lower.size :])
+    drawn = _from_the_lower_end(plan, lower.size + upper.size, source)
+    if lower.size == n:  # every input at the lower end: no scatter
+        return _grid_points(plan, drawn)
+    drawn[lower.size :] = np.subtract(plan.steps, drawn[lower.size :])  # the mirror image
+    out[lower] = _grid_points(plan, drawn[: lower.size])
+    out[upper] = _grid_points(plan, drawn[lower.size :])
+    if lower.size + upper.size < n:
         inside = np.flatnonzero((v != 0) & (v != plan.steps))
-        if inside.size:
-            j[inside] = _rejection(plan, v[inside], source)
-    j += plan.first
-    out = j.astype(np.float64)  # exact: |j| < 2**52
-    out *= plan.grid  # a power of two: exact
+        _rejection(plan, v[inside], source, out, inside)
     return out
 
 
-def _rejection(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> NDArray[np.int64]:
-    """For each input grid index ``v``, the first accepted of independent proposals, by
-    rejection rounds (grid indices relative to ``plan.first``).
+def _grid_points(plan: _BoundedPlan, j: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The output values ``(first + j)·grid`` of grid indices ``j``, exactly."""
+    x = j.astype(np.float64)  # exact: |j| < 2**52, as are first and first + j
+    x += plan.first
+    x *= plan.grid  # a power of two: exact
+    return x
+
+
+def _rejection(
+    plan: _BoundedPlan,
+    v: NDArray[np.int64],
+    source: BitSource,
+    out: NDArray[np.float64],
+    positions: NDArray[np.intp] | None,
+) -> None:
+    """For each input grid index ``v[i]``, the first accepted of independent proposals,
+    by rejection rounds, written as an output value to ``out[positions[i]]`` (to
+    ``out[i]`` when ``positions`` is None).
 
     The first round proposes once for every value, block by block in cache; the later
     rounds gather the rejected values of the whole call, so that their proposals, too,
@@ -1045,15 +1056,19 @@ def _rejection(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> N
     values are left, each gets several proposals at once (independent draws, of which
     the first accepted is kept and the rest discarded: the same distribution as
     proposing one at a time). Index arrays, not boolean masks, select the rejected
-    values: numpy's masked gather branches per element, and the acceptances of a value
-    at an end of the domain are coin flips.
+    values: numpy's masked gather branches per element, and acceptances are coin flips.
     """
     n = v.size
-    out = np.empty(n, dtype=np.int64)
     rejected = [np.empty(0, dtype=np.intp)]
     for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
         stop = min(n, start + _REJECTION_BLOCK)
-        out[start:stop], accepted = _propose(plan, v[start:stop], source)
+        j, accepted = _propose(plan, v[start:stop], source)
+        # Rejected proposals are written too (out of range, harmlessly): a later round
+        # overwrites them.
+        if positions is None:
+            out[start:stop] = _grid_points(plan, j)
+        else:
+            out[positions[start:stop]] = _grid_points(plan, j)
         missed = np.flatnonzero(~accepted)
         if missed.size:
             rejected.append(missed + start)
@@ -1077,9 +1092,9 @@ def _rejection(plan: _BoundedPlan, v: NDArray[np.int64], source: BitSource) -> N
             done = np.zeros(pending.size, dtype=np.bool_)
             done[hit] = True
             miss = np.flatnonzero(~done)
-        out[pending[hit]] = chosen
+        targets = pending[hit]
+        out[targets if positions is None else positions[targets]] = _grid_points(plan, chosen)
         pending, values = pending[miss], values[miss]
-    return out
 
 
 def _grid_index(x: NDArray[np.float64], plan: _BoundedPlan) -> NDArray[np.int64]:
