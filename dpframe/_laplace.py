@@ -635,6 +635,11 @@ class _AcceptTable:
         for k in np.flatnonzero((fraction < 2.0**-30) | (fraction > 1 - 2.0**-30)).tolist():
             prefix[k] = self._numerator(k) >> 240
         self.prefix = prefix.astype(np.uint32)  # 65536 for k = 0: always accepted
+        if int(self.prefix.min()) < 1:
+            raise DPFrameError("internal error: an acceptance coin below 2**-16; please report")
+        # P_k's first 16 bits minus one: the largest 16-bit uniform that is surely below
+        # P_k, in the uniform's own type (no widening in the comparisons).
+        self.largest_below = (self.prefix - 1).astype(np.uint16)
         self._rests: dict[int, tuple[np.uint64, ...]] = {}
 
     def _numerator(self, k: int) -> int:
@@ -659,10 +664,13 @@ class _AcceptTable:
     def draw(self, source: BitSource, index: NDArray[np.int64]) -> NDArray[np.bool_]:
         """One exact draw of coin ``index[i]`` for each ``i``."""
         u = random_uint16(source, index.size)
-        threshold = np.take(self.prefix, index, mode="clip")  # in range: skip numpy's check
-        accept = u < threshold
-        for position in np.flatnonzero(u == threshold).tolist():  # about 2**-16 of them
-            accept[position] = self.after_tie(source, int(index[position]))
+        largest = np.take(self.largest_below, index, mode="clip")  # in range: skip the check
+        accept = u <= largest
+        # A tie is u equal to the prefix: u − 1 == largest. As uint16, u = 0 wraps and also
+        # "ties" coin 0, whose prefix 65536 no u reaches: that one is simply accepted.
+        for position in np.flatnonzero((u - np.uint16(1)) == largest).tolist():  # ~2**-16
+            k = int(index[position])
+            accept[position] = k == 0 or self.after_tie(source, k)
         return accept
 
     def after_tie(self, source: BitSource, k: int) -> bool:
@@ -929,7 +937,9 @@ def _accepts(
     accept = np.ones(distance.size, dtype=np.bool_)
     for table in plan.accept:
         # exp(−u·d) is the product over chunks of exp(−u·k_c·2**shift_c): one coin each.
-        chunk = (distance >> table.shift) & (table.prefix.size - 1)
+        chunk = distance >> table.shift if table.shift else distance
+        if plan.steps >> table.shift >= table.prefix.size:  # not the top chunk: mask it
+            chunk = chunk & (table.prefix.size - 1)
         accept &= table.draw(source, chunk)
     return accept
 
