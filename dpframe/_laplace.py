@@ -56,7 +56,7 @@ _LN2 = math.log(2.0)
 # Elements processed at a time: keeps the working arrays inside the CPU cache.
 _BLOCK = 1 << 13
 # Values per block of the snapping mechanism (few operations each: larger blocks).
-_SNAP_BLOCK = 1 << 15
+_SNAP_BLOCK = 1 << 16
 # Values per block of the bounded mechanism's rejection loop.
 _REJECTION_BLOCK = 1 << 15
 # Bits of the 64-bit word used for the uniform's exponent (a float64 holds 53 exactly).
