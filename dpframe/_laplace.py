@@ -908,8 +908,8 @@ def _propose_geometric(
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """Proposals ``v + N``, ``N`` drawn by the geometric engine, and their acceptance.
 
-    Only inputs inside the domain come here (``0 < v < steps``); those at an end are
-    drawn by :func:`_from_the_lower_end`.
+    Only inputs inside the domain come here (``0 < v < steps``): with this sampler those
+    at an end are always drawn by :func:`_from_the_lower_end`.
     """
     geometric = plan.geometric
     if geometric is None:
@@ -954,11 +954,7 @@ def _from_the_lower_end(plan: _BoundedPlan, n: int, source: BitSource) -> NDArra
     the ``n``-th are discarded unseen. This saves the per-element bookkeeping of the
     rejection rounds, which costs as much as the proposals themselves.
     """
-    unit = float(plan.unit)
-    if plan.geometric is None:  # P(accept | v = 0), the mean of exp(−unit·j) over j
-        rate = -math.expm1(-unit * (plan.steps + 1)) / ((plan.steps + 1) * -math.expm1(-unit))
-    else:  # P(|N| <= steps), about
-        rate = -math.expm1(-unit * (plan.steps + 1))
+    rate = _end_acceptance(plan)
     found: list[NDArray[np.int64]] = []
     have = 0
     while have < n:  # the rate only sizes the batches
@@ -966,6 +962,20 @@ def _from_the_lower_end(plan: _BoundedPlan, n: int, source: BitSource) -> NDArra
         found.append(_accepted_from_zero(plan, batch, source))
         have += found[-1].size
     return np.concatenate(found)[:n]
+
+
+def _end_acceptance(plan: _BoundedPlan) -> float:
+    """About how often a proposal from an end of the domain is accepted (sizes batches)."""
+    unit = float(plan.unit)
+    if plan.geometric is None:  # the mean of exp(−unit·j) over j in [0, steps]
+        return -math.expm1(-unit * (plan.steps + 1)) / ((plan.steps + 1) * -math.expm1(-unit))
+    return -math.expm1(-unit * (plan.steps + 1))  # P(|N| <= steps)
+
+
+# The uniform sampler's inputs at an end share a stream only when it rejects at least
+# this share of its proposals there: otherwise the stream's bookkeeping (gathering the
+# accepted ones) costs more than the few rejection rounds it saves.
+_STREAM_MIN_REJECTION = 0.15
 
 
 def _accepted_from_zero(plan: _BoundedPlan, batch: int, source: BitSource) -> NDArray[np.int64]:
@@ -1017,7 +1027,8 @@ def _bounded_release(
 
     Inputs at an end of the domain (common: clamped data piles up there) share one
     stream of proposals (:func:`_from_the_lower_end`; the upper end is its mirror image,
-    ``steps − j``). Every other input runs its own rejection loop (:func:`_rejection`).
+    ``steps − j``), unless the uniform sampler rarely rejects there. Every other input
+    runs its own rejection loop (:func:`_rejection`).
     """
     n = flat.size
     out = np.empty(n, dtype=np.float64)
@@ -1025,7 +1036,8 @@ def _bounded_release(
     for start in range(0, n, _REJECTION_BLOCK):
         stop = min(n, start + _REJECTION_BLOCK)
         v[start:stop] = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
-    if n == 0 or (v.min() > 0 and v.max() < plan.steps):  # nothing at an end
+    streamed = plan.geometric is not None or _end_acceptance(plan) < 1 - _STREAM_MIN_REJECTION
+    if n == 0 or not streamed or (v.min() > 0 and v.max() < plan.steps):
         _rejection(plan, v, source, out, None)
         return out
     lower, upper = np.flatnonzero(v == 0), np.flatnonzero(v == plan.steps)

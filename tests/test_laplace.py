@@ -748,14 +748,22 @@ def test_end_goodness_of_fit_catches_a_wrong_sign_fix(monkeypatch: pytest.Monkey
     assert binned_pvalue(indices, ideal) < FALSE_ALARM
 
 
-@pytest.mark.parametrize("sampler", ["geometric", "uniform"])
-def test_bounded_mixes_ends_and_inside_in_place(sampler: str) -> None:
-    """Inputs at either end share one stream of proposals and the others run their own
-    rejection loop: on an interleaved array every position still gets its own law."""
-    case = next(c for c in BOUNDED_CASES if c.values[4] == sampler)
-    epsilon, delta, sensitivity, bounds, _ = case.values
+@pytest.mark.parametrize(
+    ("epsilon", "sampler", "streamed"),
+    [(2.0, "geometric", True), (0.5, "uniform", True), (0.1, "uniform", False)],
+)
+def test_bounded_mixes_ends_and_inside_in_place(
+    epsilon: float, sampler: str, streamed: bool
+) -> None:
+    """Inputs at either end share one stream of proposals (unless the uniform sampler
+    rarely rejects there) and the others run their own rejection loop: on an interleaved
+    array every position still gets its own law."""
+    delta, sensitivity, bounds = 0.0, 1.0, (0.0, 2.0)
     lo, hi = bounds
     plan = _plan(epsilon, delta, sensitivity, bounds)
+    assert plan.sampler == sampler
+    share = 1 - _laplace._STREAM_MIN_REJECTION
+    assert (sampler == "geometric" or _laplace._end_acceptance(plan) < share) == streamed
     inputs = np.array([lo, hi, lo + 0.3 * (hi - lo), hi + 5.0])  # repeated in this order
     out = bounded_laplace(
         np.tile(inputs, N_GOF // 4),
