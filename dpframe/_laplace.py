@@ -56,7 +56,7 @@ _LN2 = math.log(2.0)
 # Elements processed at a time: keeps the working arrays inside the CPU cache.
 _BLOCK = 1 << 13
 # Values per block of the snapping mechanism (few operations each: larger blocks).
-_SNAP_BLOCK = 1 << 16
+_SNAP_BLOCK = 1 << 15
 # Values per block of the bounded mechanism's rejection loop.
 _REJECTION_BLOCK = 1 << 15
 # Bits of the 64-bit word used for the uniform's exponent (a float64 holds 53 exactly).
@@ -1028,28 +1028,46 @@ def _bounded_release(
     Inputs at an end of the domain (common: clamped data piles up there) share one
     stream of proposals (:func:`_from_the_lower_end`; the upper end is its mirror image,
     ``steps − j``), unless the uniform sampler rarely rejects there. Every other input
-    runs its own rejection loop (:func:`_rejection`).
+    gets its own proposals: a first one as its block is read (in cache), then rejection
+    rounds for those rejected (:func:`_rejection_rounds`).
     """
     n = flat.size
     out = np.empty(n, dtype=np.float64)
-    v = np.empty(n, dtype=np.int64)
-    for start in range(0, n, _REJECTION_BLOCK):
-        stop = min(n, start + _REJECTION_BLOCK)
-        v[start:stop] = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
     streamed = plan.geometric is not None or _end_acceptance(plan) < 1 - _STREAM_MIN_REJECTION
-    if n == 0 or not streamed or (v.min() > 0 and v.max() < plan.steps):
-        _rejection(plan, v, source, out, None)
-        return out
-    lower, upper = np.flatnonzero(v == 0), np.flatnonzero(v == plan.steps)
-    drawn = _from_the_lower_end(plan, lower.size + upper.size, source)
-    if lower.size == n:  # every input at the lower end: no scatter
-        return _grid_points(plan, drawn)
-    drawn[lower.size :] = np.subtract(plan.steps, drawn[lower.size :])  # the mirror image
-    out[lower] = _grid_points(plan, drawn[: lower.size])
-    out[upper] = _grid_points(plan, drawn[lower.size :])
-    if lower.size + upper.size < n:
-        inside = np.flatnonzero((v != 0) & (v != plan.steps))
-        _rejection(plan, v[inside], source, out, inside)
+    lower, upper = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.intp)]
+    rejected, rejected_values = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.int64)]
+    for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
+        stop = min(n, start + _REJECTION_BLOCK)
+        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+        positions: NDArray[np.intp] | None = None  # None: the whole block, in order
+        if streamed and (v.min() == 0 or v.max() == plan.steps):
+            at_lower, at_upper = v == 0, v == plan.steps
+            lower.append(np.flatnonzero(at_lower) + start)
+            upper.append(np.flatnonzero(at_upper) + start)
+            inside = np.flatnonzero(~(at_lower | at_upper))
+            if inside.size == 0:
+                continue
+            positions, v = inside + start, v[inside]
+        j, accepted = _propose(plan, v, source)
+        # Rejected proposals are written too (out of range, harmlessly): a later round
+        # overwrites them.
+        if positions is None:
+            out[start:stop] = _grid_points(plan, j)
+        else:
+            out[positions] = _grid_points(plan, j)
+        missed = np.flatnonzero(~accepted)
+        if missed.size:
+            rejected.append(missed + start if positions is None else positions[missed])
+            rejected_values.append(v[missed])
+    ends_lower, ends_upper = np.concatenate(lower), np.concatenate(upper)
+    if ends_lower.size + ends_upper.size:
+        drawn = _from_the_lower_end(plan, ends_lower.size + ends_upper.size, source)
+        if ends_lower.size == n:  # every input at the lower end: no scatter
+            return _grid_points(plan, drawn)
+        out[ends_lower] = _grid_points(plan, drawn[: ends_lower.size])
+        # the upper end is the mirror image of the lower one
+        out[ends_upper] = _grid_points(plan, np.subtract(plan.steps, drawn[ends_lower.size :]))
+    _rejection_rounds(plan, np.concatenate(rejected), np.concatenate(rejected_values), source, out)
     return out
 
 
@@ -1061,41 +1079,23 @@ def _grid_points(plan: _BoundedPlan, j: NDArray[np.int64]) -> NDArray[np.float64
     return x
 
 
-def _rejection(
+def _rejection_rounds(
     plan: _BoundedPlan,
-    v: NDArray[np.int64],
+    pending: NDArray[np.intp],
+    values: NDArray[np.int64],
     source: BitSource,
     out: NDArray[np.float64],
-    positions: NDArray[np.intp] | None,
 ) -> None:
-    """For each input grid index ``v[i]``, the first accepted of independent proposals,
-    by rejection rounds, written as an output value to ``out[positions[i]]`` (to
-    ``out[i]`` when ``positions`` is None).
+    """For each input grid index ``values[i]`` whose first proposal was rejected, the
+    first accepted of further independent proposals, written to ``out[pending[i]]``.
 
-    The first round proposes once for every value, block by block in cache; the later
-    rounds gather the rejected values of the whole call, so that their proposals, too,
-    are drawn in full blocks (numpy's cost per call dominated small rounds). Once few
-    values are left, each gets several proposals at once (independent draws, of which
-    the first accepted is kept and the rest discarded: the same distribution as
+    The rounds gather the rejected values of the whole call, so that their proposals,
+    too, are drawn in full blocks (numpy's cost per call dominated small rounds). Once
+    few values are left, each gets several proposals at once (independent draws, of
+    which the first accepted is kept and the rest discarded: the same distribution as
     proposing one at a time). Index arrays, not boolean masks, select the rejected
     values: numpy's masked gather branches per element, and acceptances are coin flips.
     """
-    n = v.size
-    rejected = [np.empty(0, dtype=np.intp)]
-    for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
-        stop = min(n, start + _REJECTION_BLOCK)
-        j, accepted = _propose(plan, v[start:stop], source)
-        # Rejected proposals are written too (out of range, harmlessly): a later round
-        # overwrites them.
-        if positions is None:
-            out[start:stop] = _grid_points(plan, j)
-        else:
-            out[positions[start:stop]] = _grid_points(plan, j)
-        missed = np.flatnonzero(~accepted)
-        if missed.size:
-            rejected.append(missed + start)
-    pending = np.concatenate(rejected)
-    values = v[pending]
     while pending.size:  # a loop over rejection rounds, on the rejected values only
         tries = min(_MAX_TRIES, max(1, _FEW_PENDING // pending.size))
         if tries == 1:
@@ -1114,8 +1114,7 @@ def _rejection(
             done = np.zeros(pending.size, dtype=np.bool_)
             done[hit] = True
             miss = np.flatnonzero(~done)
-        targets = pending[hit]
-        out[targets if positions is None else positions[targets]] = _grid_points(plan, chosen)
+        out[pending[hit]] = _grid_points(plan, chosen)
         pending, values = pending[miss], values[miss]
 
 
