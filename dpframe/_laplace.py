@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _geometric, _validation
-from dpframe._coins import Coin, lazy_bernoulli, random_bytes, random_uint16, random_uint32
+from dpframe._coins import Coin, lazy_bernoulli, random_uint16, random_uint32
 from dpframe._exact import exp_decimal, precise, show, to_decimal
 from dpframe._random import BitSource, bit_source
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
@@ -859,27 +859,6 @@ def _uniform_index(source: BitSource, n: int, steps: int) -> NDArray[np.int64]:
     return out
 
 
-def _rounds_to_a_good_sign(source: BitSource, n: int) -> NDArray[np.int64]:
-    """``n`` draws of ``K``, the number of fair signs drawn up to the first good one.
-
-    ``P(K = k) = 2**-k`` for ``k >= 1``: the position of the lowest one bit of a uniform
-    byte (trailing zeros + 1), exactly; an all-zero byte (probability ``2**-8``) means 8
-    bad signs, and ``K`` continues with a fresh byte.
-    """
-    byte = random_bytes(source, n)
-    low = byte - np.uint8(1)  # an all-zero byte wraps to all ones: count 8
-    low ^= byte
-    rounds: NDArray[np.int64] = np.bitwise_count(low).astype(np.int64)
-    pending = np.flatnonzero(byte == 0)
-    while pending.size:  # each pass leaves 1/256 of its elements pending
-        byte = random_bytes(source, pending.size)
-        low = byte - np.uint8(1)
-        low ^= byte
-        rounds[pending] += np.bitwise_count(low)
-        pending = pending[np.flatnonzero(byte == 0)]
-    return rounds
-
-
 def _ends_at_zero(zero: Coin, n: int, source: BitSource) -> NDArray[np.intp]:
     """Of ``n`` elements whose sign points out of the domain, those whose redraw is ``0``.
 
@@ -890,17 +869,33 @@ def _ends_at_zero(zero: Coin, n: int, source: BitSource) -> NDArray[np.intp]:
     ``0`` exactly when its ``Z`` lands; round ``K`` ends it anyway, with ``0`` when its ``Z``
     lands and with the good sign otherwise. So the redraw ends at ``0`` exactly when one
     of ``K`` independent zero coins lands (probability ``2z / (1 + z)`` in all), else at
-    the good sign: about three bytes per element. Element ``i`` owns the coins
-    ``ends[i] − K_i`` to ``ends[i] − 1`` of one array of draws.
+    the good sign.
+
+    The ``n`` redraws run as one stream of rounds, each a zero coin and a fair sign (the
+    bits of whole words, 64 rounds per word): a good sign ends the current element's
+    rounds, and the next round is the next element's first. Element ``i`` owns the rounds
+    preceded by exactly ``i`` good signs: ``K_i`` of them, independent of each other and
+    of the coins. Rounds after the ``n``-th good sign are discarded unseen. A landed coin's
+    owner is a population count, so the work is about two bytes per element.
     """
     if n == 0:
         return np.empty(0, dtype=np.intp)
-    ends = np.cumsum(_rounds_to_a_good_sign(source, n))
-    coins = lazy_bernoulli(source, zero, int(ends[-1]))
-    owners = np.searchsorted(ends, np.flatnonzero(coins), side="right")  # sorted
+    extra = 8 + n // 1024  # words beyond the expected n / 32: a shortfall is rare
+    signs = source.words(-(-n // 32) + extra)
+    good = np.bitwise_count(signs)
+    while int(good.sum(dtype=np.int64)) < n:  # fewer than n good signs: extend the stream
+        signs = np.concatenate([signs, source.words(extra)])
+        good = np.bitwise_count(signs)
+    before = np.cumsum(good, dtype=np.int64)
+    before -= good  # good signs in the earlier words
+    landed = np.flatnonzero(lazy_bernoulli(source, zero, 64 * signs.size))
+    word, bit = landed >> 6, (landed & 63).astype(np.uint64)
+    earlier_bits = signs[word] & ((np.uint64(1) << bit) - np.uint64(1))
+    owners = before[word] + np.bitwise_count(earlier_bits)  # non-decreasing
+    owners = owners[owners < n]
     first = np.ones(owners.size, dtype=np.bool_)  # an element may land several coins
     np.not_equal(owners[1:], owners[:-1], out=first[1:])
-    return owners[first]
+    return owners[first].astype(np.intp)
 
 
 def _propose_geometric(
@@ -955,13 +950,15 @@ def _from_the_lower_end(plan: _BoundedPlan, n: int, source: BitSource) -> NDArra
     rejection rounds, which costs as much as the proposals themselves.
     """
     rate = _end_acceptance(plan)
-    found: list[NDArray[np.int64]] = []
+    out = np.empty(n, dtype=np.int64)
     have = 0
     while have < n:  # the rate only sizes the batches
         batch = min(_REJECTION_BLOCK, math.ceil((n - have) / rate * 1.05) + 64)
-        found.append(_accepted_from_zero(plan, batch, source))
-        have += found[-1].size
-    return np.concatenate(found)[:n]
+        accepted = _accepted_from_zero(plan, batch, source)
+        taken = min(accepted.size, n - have)
+        out[have : have + taken] = accepted[:taken]
+        have += taken
+    return out
 
 
 def _end_acceptance(plan: _BoundedPlan) -> float:
@@ -992,10 +989,14 @@ def _accepted_from_zero(plan: _BoundedPlan, batch: int, source: BitSource) -> ND
     # proposal with a feasible sign, so the accepted ones have the law of N conditioned
     # on the domain. An input at an end needs about one proposal, not two.
     noise = _geometric.geometric_noise(geometric, batch, source, False)
-    negative = np.flatnonzero(noise < 0)
-    j = np.abs(noise)
-    j[negative[_ends_at_zero(geometric.zero, negative.size, source)]] = 0
-    return j.take(np.flatnonzero(j <= plan.steps))
+    negative = noise < 0
+    j = np.abs(noise, out=noise)
+    zeroed = _ends_at_zero(geometric.zero, int(np.count_nonzero(negative)), source)
+    if zeroed.size:  # rare where the grid is fine: z is about unit / 2
+        j[np.flatnonzero(negative)[zeroed]] = 0
+    if int(j.max()) <= plan.steps:  # usual where the noise is narrower than the domain
+        return j
+    return np.delete(j, np.flatnonzero(j > plan.steps))
 
 
 # Rejection rounds give each pending value one proposal (the fewest proposals in all)
@@ -1034,13 +1035,28 @@ def _bounded_release(
     n = flat.size
     out = np.empty(n, dtype=np.float64)
     streamed = plan.geometric is not None or _end_acceptance(plan) < 1 - _STREAM_MIN_REJECTION
+    # Inputs below `lowest` round to index 0, those from `highest` on to `steps` (exact:
+    # half-integers below 2**52 times a power of two).
+    lowest = (plan.first + 0.5) * plan.grid
+    highest = (plan.first + plan.steps - 0.5) * plan.grid
     lower, upper = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.intp)]
     rejected, rejected_values = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.int64)]
     for start in range(0, n, _REJECTION_BLOCK):  # everything in cache, block by block
         stop = min(n, start + _REJECTION_BLOCK)
-        v = _grid_index(np.clip(flat[start:stop], lo, hi), plan)
+        x = flat[start:stop]
+        some_at_an_end = False
+        if streamed:
+            least, most = float(x.min()), float(x.max())
+            if most < lowest:  # the whole block at the lower end
+                lower.append(np.arange(start, stop))
+                continue
+            if least >= highest:
+                upper.append(np.arange(start, stop))
+                continue
+            some_at_an_end = least < lowest or most >= highest
+        v = _grid_index(np.clip(x, lo, hi), plan)
         positions: NDArray[np.intp] | None = None  # None: the whole block, in order
-        if streamed and (v.min() == 0 or v.max() == plan.steps):
+        if some_at_an_end:
             at_lower, at_upper = v == 0, v == plan.steps
             lower.append(np.flatnonzero(at_lower) + start)
             upper.append(np.flatnonzero(at_upper) + start)
@@ -1059,12 +1075,15 @@ def _bounded_release(
         if missed.size:
             rejected.append(missed + start if positions is None else positions[missed])
             rejected_values.append(v[missed])
-    ends_lower, ends_upper = np.concatenate(lower), np.concatenate(upper)
-    if ends_lower.size + ends_upper.size:
-        drawn = _from_the_lower_end(plan, ends_lower.size + ends_upper.size, source)
-        if ends_lower.size == n:  # every input at the lower end: no scatter
+    n_lower, n_upper = sum(p.size for p in lower), sum(p.size for p in upper)
+    if n_lower + n_upper:
+        drawn = _from_the_lower_end(plan, n_lower + n_upper, source)
+        if n_lower == n:  # every input at the lower end: no scatter
             return _grid_points(plan, drawn)
-        out[ends_lower] = _grid_points(plan, drawn[: ends_lower.size])
+        if n_upper == n:
+            return _grid_points(plan, np.subtract(plan.steps, drawn, out=drawn))
+        ends_lower, ends_upper = np.concatenate(lower), np.concatenate(upper)
+        out[ends_lower] = _grid_points(plan, drawn[:n_lower])
         # the upper end is the mirror image of the lower one
         out[ends_upper] = _grid_points(plan, np.subtract(plan.steps, drawn[ends_lower.size :]))
     _rejection_rounds(plan, np.concatenate(rejected), np.concatenate(rejected_values), source, out)
@@ -1073,9 +1092,11 @@ def _bounded_release(
 
 def _grid_points(plan: _BoundedPlan, j: NDArray[np.int64]) -> NDArray[np.float64]:
     """The output values ``(first + j)·grid`` of grid indices ``j``, exactly."""
-    x = j.astype(np.float64)  # exact: |j| < 2**52, as are first and first + j
-    x += plan.first
-    x *= plan.grid  # a power of two: exact
+    # j·grid and first·grid are exact (integers below 2**52 times a power of two), and so
+    # is their sum, (first + j)·grid: it is a float64 too.
+    x = np.multiply(j, plan.grid, dtype=np.float64)
+    if plan.first:
+        x += plan.first * plan.grid
     return x
 
 

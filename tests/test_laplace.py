@@ -753,30 +753,40 @@ def test_end_goodness_of_fit_catches_a_wrong_sign_fix(monkeypatch: pytest.Monkey
     [(2.0, "geometric", True), (0.5, "uniform", True), (0.1, "uniform", False)],
 )
 def test_bounded_mixes_ends_and_inside_in_place(
-    epsilon: float, sampler: str, streamed: bool
+    epsilon: float, sampler: str, streamed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inputs at either end share one stream of proposals (unless the uniform sampler
-    rarely rejects there) and the others run their own rejection loop: on an interleaved
-    array every position still gets its own law."""
+    rarely rejects there) and the others run their own rejection loop: on an array with
+    interleaved blocks and whole blocks at each end, every position gets its own law,
+    and exactly the inputs at an end of a streamed plan go through the stream."""
     delta, sensitivity, bounds = 0.0, 1.0, (0.0, 2.0)
     lo, hi = bounds
     plan = _plan(epsilon, delta, sensitivity, bounds)
     assert plan.sampler == sampler
     share = 1 - _laplace._STREAM_MIN_REJECTION
     assert (sampler == "geometric" or _laplace._end_acceptance(plan) < share) == streamed
-    inputs = np.array([lo, hi, lo + 0.3 * (hi - lo), hi + 5.0])  # repeated in this order
-    out = bounded_laplace(
-        np.tile(inputs, N_GOF // 4),
-        epsilon=epsilon,
-        delta=delta,
-        sensitivity=sensitivity,
-        bounds=bounds,
+    inputs = np.array([lo, hi, lo + 0.3 * (hi - lo), hi + 5.0])
+    values = np.concatenate(
+        [np.tile(inputs, N_GOF // 8), np.full(N_GOF // 4, lo), np.full(N_GOF // 4, hi + 5.0)]
     )
-    indices = (np.round(out / plan.grid).astype(np.int64) - plan.first).reshape(-1, 4)
+    streamed_inputs: list[int] = []
+    from_the_lower_end = _laplace._from_the_lower_end
+
+    def spy(plan: Any, n: int, source: Any) -> NDArray[np.int64]:
+        streamed_inputs.append(n)
+        return from_the_lower_end(plan, n, source)
+
+    monkeypatch.setattr(_laplace, "_from_the_lower_end", spy)
+    out = bounded_laplace(
+        values, epsilon=epsilon, delta=delta, sensitivity=sensitivity, bounds=bounds
+    )
+    at_an_end = int(np.count_nonzero(values != inputs[2]))
+    assert sum(streamed_inputs) == (at_an_end if streamed else 0)
+    indices = np.round(out / plan.grid).astype(np.int64) - plan.first
     weights = Conditional(ideal_log_weights(plan.steps, float(plan.unit)))
-    for column, x in enumerate(inputs):
+    for x in inputs:
         v = int(_laplace._grid_index(np.array([min(max(x, lo), hi)]), plan)[0])
-        assert binned_pvalue(indices[:, column], weights.log_pmf(v)) > FALSE_ALARM
+        assert binned_pvalue(indices[values == x], weights.log_pmf(v)) > FALSE_ALARM
 
 
 def test_bounded_goodness_of_fit_rejects_the_uninflated_scale() -> None:
