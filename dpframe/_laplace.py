@@ -891,11 +891,11 @@ def _ends_at_zero(zero: Coin, n: int, source: BitSource) -> NDArray[np.intp]:
     landed = np.flatnonzero(lazy_bernoulli(source, zero, 64 * signs.size))
     word, bit = landed >> 6, (landed & 63).astype(np.uint64)
     earlier_bits = signs[word] & ((np.uint64(1) << bit) - np.uint64(1))
-    owners = before[word] + np.bitwise_count(earlier_bits)  # non-decreasing
-    owners = owners[owners < n]
+    owners: NDArray[np.intp] = (before[word] + np.bitwise_count(earlier_bits)).astype(np.intp)
+    owners = owners[owners < n]  # non-decreasing
     first = np.ones(owners.size, dtype=np.bool_)  # an element may land several coins
     np.not_equal(owners[1:], owners[:-1], out=first[1:])
-    return owners[first].astype(np.intp)
+    return owners[first]
 
 
 def _propose_geometric(
