@@ -387,6 +387,21 @@ def test_snapping_kernel_is_the_reference_computation_bit_for_bit(
             fused = np.empty(n)
             kernel.finish(x, noise, fused)
             assert np.array_equal(rounded.view(np.uint64), fused.view(np.uint64))
+    # Inputs inside the bounds (the kernel skips their clamp) and noise far beyond them
+    # (the kernel skips the clamp that keeps the rounding exact): still the same bits.
+    inside = np.random.default_rng(1).uniform(*bounds, n)
+    inside[0], inside[1] = bounds
+    far = np.array([2.0**52 + 1, 2.0**52 + 1.5, 2.0**53 + 3, 2.0**60, 2.0**600]) * snap.grid
+    far = np.concatenate([far, [1e300, np.finfo(np.float64).max / 2]])
+    edges = np.array([bounds[1] - bounds[0] + k * snap.grid / 4 for k in range(-8, 9)])
+    magnitudes = np.concatenate([far, edges, np.abs(_reference_snap_noise(n, snap, make(0)))])
+    for sign in (1.0, -1.0):
+        noise = (sign * magnitudes)[:n]
+        rounded = np.clip(inside, *bounds) + noise
+        _reference_snap_round(rounded, snap, *bounds)
+        fused = np.empty(n)
+        kernel.finish(inside, noise, fused)
+        assert np.array_equal(rounded.view(np.uint64), fused.view(np.uint64))
 
 
 def test_bit_for_bit_check_catches_a_reordered_product() -> None:
