@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -62,3 +64,33 @@ def test_sums_past_int64_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     assert table.dtype == object
     assert int(table[0]) == 11 * grid.sensitivity_units
     assert kernels.sum_total(grid, values, None) == 11 * grid.sensitivity_units
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_sum_tables_leave_out_nan_in_any_block(
+    masked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NaN is found through the sums (no scan of its own): blocks with and without NaN,
+    at their first and last rows, give the exact counts and sums of the other rows."""
+    monkeypatch.setattr(kernels, "_BLOCK", 64)  # 64 rows per block: 16 blocks
+    gen = np.random.default_rng(7)
+    n, cells = 1024, 3
+    values = gen.uniform(-5.0, 15.0, n)
+    values[[0, 63, 64, 200, 511, 1023]] = np.nan  # blocks 0, 1, 3, 7, 15; the others clean
+    values[[5, 6]] = [np.inf, -np.inf]
+    codes = gen.integers(-1, cells, n)  # -1: in no cell
+    mask = gen.random(n) < 0.7 if masked else None
+    lo, hi = 0.0, 10.0
+    plain = SumGrid.for_bounds(lo, hi)
+    centred = dataclasses.replace(plain, centre=5.0, radius=5.0)
+    present = dataclasses.replace(plain, step=1.0, present=True)
+    for grids in ([present, plain, centred], [plain], [present]):
+        tables = kernels.sum_tables(grids, values, [codes], [cells], mask)
+        kept = ~np.isnan(values) & (codes >= 0) & (True if mask is None else mask)
+        for grid, table in zip(grids, tables, strict=True):
+            if grid.present:
+                units = np.ones(n)
+            else:
+                units = np.rint((np.clip(values, lo, hi) - grid.centre) / grid.step)
+            expected = [int(units[kept & (codes == c)].sum()) for c in range(cells)]
+            assert table.tolist() == expected

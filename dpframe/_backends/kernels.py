@@ -292,6 +292,11 @@ def sum_tables(
     As :func:`sum_table`, each grid on its own transformation of the values; the cell
     numbers of each block are computed once for all of them. Without groupings
     (``codes`` empty) each result is a 0-d array holding the total.
+
+    NaN (a missing value, left out of every sum) is found without a scan of its own
+    where a grid sums values: a NaN unit makes its cell's float64 sum NaN (the units
+    are finite otherwise), and only then is the block summed again with NaN as 0. That
+    sum also tells whether a count (``present``) may count every row of the block.
     """
     if not codes:
         return [np.array(sum_total(grid, values, mask), dtype=object) for grid in grids]
@@ -299,19 +304,35 @@ def sum_tables(
     running = [np.zeros(full, dtype=np.int64) for _ in grids]
     flushed: list[NDArray[np.object_] | None] = [None for _ in grids]
     since_flush = 0
-    scratch, shift = _scratch(len(values), full), _shift(sizes)
+    # np.bincount converts its input to intp on every call: with several sums per block,
+    # converting once (wider keys) is cheaper.
+    key_type = np.intp if len(grids) > 1 else _key_dtype(full)
+    scratch = np.empty(min(len(values), max(_BLOCK, 4 * full)), dtype=key_type)
+    shift = _shift(sizes)
     buffer = np.empty(min(len(values), max(_BLOCK, 4 * full), _MAX_SUM_BLOCK), dtype=np.float64)
+    # The sums of values first: they tell the counts whether the block holds a NaN.
+    order = sorted(range(len(grids)), key=lambda i: grids[i].present)
     for rows in _blocks(len(values), full, cap=_MAX_SUM_BLOCK):
         keys = _block_keys(codes, sizes, rows, scratch, shift)
         keep = None if mask is None else mask[rows]
         block = values[rows]
-        complete = keep is None and not np.isnan(block.min(initial=0.0))  # no NaN: min is NaN
-        for i, grid in enumerate(grids):
-            if grid.present and complete:  # every row counts once: an integer bincount
-                running[i] += np.bincount(keys, minlength=full)
-                continue
-            units = grid.units_into(block, buffer, keep, complete=complete)
-            running[i] += np.bincount(keys, weights=units, minlength=full).astype(np.int64)
+        has_nan: bool | None = None  # among the kept rows; None: not known yet
+        for i in order:
+            grid = grids[i]
+            if grid.present and keep is None:
+                if has_nan is None:
+                    has_nan = bool(np.isnan(block.min(initial=0.0)))  # min is NaN if any is
+                if not has_nan:  # every row counts once: an integer bincount
+                    running[i] += np.bincount(keys, minlength=full)
+                    continue
+            units = grid.units_into(block, buffer, keep, complete=has_nan is not True)
+            sums = np.bincount(keys, weights=units, minlength=full)
+            if has_nan is None and not grid.present:
+                has_nan = bool(np.isnan(sums).any())
+                if has_nan:  # sum again, with NaN as 0
+                    units = grid.units_into(block, buffer, keep, complete=False)
+                    sums = np.bincount(keys, weights=units, minlength=full)
+            running[i] += sums.astype(np.int64)
         since_flush += rows.stop - rows.start
         if since_flush >= _FLUSH_ROWS:
             flushed = [_as_exact(r, f) for r, f in zip(running, flushed, strict=True)]
