@@ -143,8 +143,10 @@ def _block_keys(
     return key
 
 
-def _scratch(n: int, full: int) -> NDArray[np.signedinteger]:
-    return np.empty(min(n, max(_BLOCK, 4 * full)), dtype=_key_dtype(full))
+def _scratch(
+    n: int, full: int, dtype: type[np.signedinteger] | None = None
+) -> NDArray[np.signedinteger]:
+    return np.empty(min(n, max(_BLOCK, 4 * full)), dtype=dtype or _key_dtype(full))
 
 
 def _shift(sizes: Sequence[int]) -> int:
@@ -306,8 +308,7 @@ def sum_tables(
     since_flush = 0
     # np.bincount converts its input to intp on every call: with several sums per block,
     # converting once (wider keys) is cheaper.
-    key_type = np.intp if len(grids) > 1 else _key_dtype(full)
-    scratch = np.empty(min(len(values), max(_BLOCK, 4 * full)), dtype=key_type)
+    scratch = _scratch(len(values), full, np.intp if len(grids) > 1 else None)
     shift = _shift(sizes)
     buffer = np.empty(min(len(values), max(_BLOCK, 4 * full), _MAX_SUM_BLOCK), dtype=np.float64)
     # The sums of values first: they tell the counts whether the block holds a NaN.
