@@ -138,8 +138,8 @@ def _full_precision_uniform(
     Returns ``(e, m, sign)``: ``e >= 1`` an integer-valued float with
     ``P(e = k) = 2**-k`` (the position of the first one in a stream of fair bits),
     ``m = 1.b1...b52`` with 52 uniform bits, and ``sign`` a fair float64 sign bit (bit
-    63, to XOR into a float). One word per value holds all three: bits 12..63 are the
-    mantissa, bit 11 the sign, bits 10..0 the start of the exponent's bit stream; only
+    63, to XOR into a float). One word per value holds all three: bit 63 is the sign,
+    bits 11..62 the mantissa, bits 10..0 the start of the exponent's bit stream; only
     when those 11 bits are all zero (probability 2**-11) are more words read, 53 bits
     at a time. ``U*`` is a real uniform on (0, 1) truncated to 53 significant bits:
     every double in (0, 1), and every smaller binade too, carries exactly the
@@ -147,7 +147,7 @@ def _full_precision_uniform(
     is no floor at 2**-1074.
     """
     word = source.words(n)
-    sign = (word >> np.uint64(11)) << np.uint64(63)
+    sign = word & _SIGN_BIT
     low = (word & np.uint64(_LOW_MASK)).astype(np.intp)
     exponent = np.take(_LOW_POSITIONS, low)
     pending = np.flatnonzero(low == 0)  # 11 zero bits: probability 2**-11, keep reading
@@ -157,7 +157,8 @@ def _full_precision_uniform(
         exponent[pending] = offset + _first_one_position(more)
         pending = pending[more == 0]
         offset += _EXPONENT_BITS
-    m = ((word >> np.uint64(12)) | _ONE_BITS).view(np.float64)
+    # Bit 63 lands on bit 52, which the exponent field of 1.0 sets anyway.
+    m = ((word >> np.uint64(_LOW_BITS)) | _ONE_BITS).view(np.float64)
     return exponent, m, sign
 
 
@@ -196,10 +197,10 @@ def _snapping(epsilon: Fraction, sensitivity: Fraction, lo: float, hi: float) ->
     and the sum with x adds ``η|x + noise|``. So the computed sum z obeys
     ``|z − (x + W)| <= η|x + noise| + 4.001η|W| + 5.42ηλ``, at most ``d = 27ηB`` when
     ``|W| <= 2B + Λ``. Rounding to multiples of Λ and both clamps are exact. Hence an
-    interior output o satisfies ``{x + W ∈ [o − Λ/2 + d, o + Λ/2 − d)} ⊂ {output = o}
-    ⊂ {x + W ∈ [o − Λ/2 − d, o + Λ/2 + d)}``, and an end output lies between two
-    half-lines likewise (noise beyond 2B + Λ lands on the same end however it
-    rounds). For inputs at most Δ apart, mapping the outer interval of one affinely
+    interior output o satisfies ``{x + W ∈ (o − Λ/2 + d, o + Λ/2 − d)} ⊂ {output = o}
+    ⊂ {x + W ∈ [o − Λ/2 − d, o + Λ/2 + d]}`` (whatever the rule for ties), and an end
+    output lies between two half-lines likewise (noise beyond 2B + Λ lands on the same
+    end however it rounds). For inputs at most Δ apart, mapping the outer interval of one affinely
     onto the inner interval of the other moves no point by more than Δ + 2d, so the
     probabilities differ by at most ``exp((Δ + 2d)/λ)·(Λ + 2d)/(Λ − 2d)``. With
     ``d < 0.211λ`` (from B < 2**46·λ) this is at most
@@ -299,14 +300,13 @@ class _SnapKernel:
                 undecided = undecided[more == 0]
                 offset += _EXPONENT_BITS
             noise[pending] = exponent * _LN2
-        np.right_shift(word, np.uint64(12), out=mantissa)
+        np.right_shift(word, np.uint64(_LOW_BITS), out=mantissa)
         np.bitwise_or(mantissa, _ONE_BITS, out=mantissa)
         log_m = mantissa.view(np.float64)
         np.log(log_m, out=log_m)
         noise -= log_m
         noise *= self.snap.scale
-        np.left_shift(word, np.uint64(52), out=sign)  # bit 11 (the sign) to bit 63
-        np.bitwise_and(sign, _SIGN_BIT, out=sign)
+        np.bitwise_and(word, _SIGN_BIT, out=sign)
         bits = noise.view(np.uint64)
         np.bitwise_xor(bits, sign, out=bits)
         return noise
@@ -331,8 +331,7 @@ class _SnapKernel:
             np.clip(values, lo, hi, out=out)
             out += noise
         out *= 1.0 / grid
-        out += 0.5
-        np.floor(out, out=out)
+        np.rint(out, out=out)
         out *= grid
         np.clip(out, lo, hi, out=out)
 
@@ -352,7 +351,7 @@ def laplace(
 
     Each value is clamped into ``bounds``, receives Laplace noise of scale ``λ``
     computed from a full-precision uniform, is rounded to the nearest multiple of
-    ``Λ`` (the smallest power of two ``>= λ``, ties towards +inf), and is clamped
+    ``Λ`` (the smallest power of two ``>= λ``, ties to an even multiple), and is clamped
     into ``bounds`` again. The output never reveals the low-order bits of the
     floating-point computation, which a textbook float Laplace leaks.
 

@@ -310,17 +310,16 @@ class _ScriptedSource:
 
 def test_full_precision_uniform_has_no_floor() -> None:
     """Exponent bits that are all zero keep the exponent growing: no floor at 2^-1074."""
-    top_bit = 1 << 63
-    # the word: mantissa 1.1000..., sign 0, 11 zero exponent bits; then 53 zeros; then
-    # 52 zeros and a one (the top 53 bits of 1 << 11).
-    source = _ScriptedSource([top_bit, 0, 1 << 11])
+    # the word: sign 0, mantissa 1.1000... (bit 62), 11 zero exponent bits; then 53
+    # zeros; then 52 zeros and a one (the top 53 bits of 1 << 11).
+    source = _ScriptedSource([1 << 62, 0, 1 << 11])
     exponent, mantissa, sign = _laplace._full_precision_uniform(source, 1)
     assert exponent[0] == 11 + 53 + 53
     assert mantissa[0] == 1.5
     assert sign[0] == 0
     # the first one in the 11 low bits decides at once: bit 10 set -> e = 1, bit 0 -> 11
     for low, expected in [(1 << 10, 1), (1 << 9 | 1, 2), (1, 11)]:
-        exponent, _, sign = _laplace._full_precision_uniform(_ScriptedSource([low | 1 << 11]), 1)
+        exponent, _, sign = _laplace._full_precision_uniform(_ScriptedSource([low | 1 << 63]), 1)
         assert exponent[0] == expected
         assert sign[0] == np.uint64(1 << 63)
 
@@ -355,12 +354,11 @@ def _reference_snap_noise(n: int, snap: Any, source: Any) -> NDArray[np.float64]
 
 
 def _reference_snap_round(z: NDArray[np.float64], snap: Any, lo: float, hi: float) -> None:
-    """Round ``z`` to the nearest multiple of Λ (ties up) and clamp, in place."""
+    """Round ``z`` to the nearest multiple of Λ (ties to even) and clamp, in place."""
     grid = snap.grid
     np.clip(z, lo - grid, hi + grid, out=z)  # keeps z / Λ small: the rounding is exact
     z *= 1.0 / grid
-    z += 0.5
-    np.floor(z, out=z)
+    np.rint(z, out=z)
     z *= grid
     np.clip(z, lo, hi, out=z)
 
