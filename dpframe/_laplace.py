@@ -269,8 +269,7 @@ class _SnapKernel:
     ``tests/test_laplace.py`` (``_reference_snap_noise``, ``_reference_snap_round``)
     (the same roundings, in the same order, from the same bits of the same words), so
     its outputs are bit for bit theirs; it only avoids temporaries, reads ``e·ln 2``
-    from a table, moves the sign bit with two integer operations, and skips two clamps
-    that cannot change a bit (see :meth:`finish`).
+    from a table, and skips a clamp that cannot change a bit (see :meth:`finish`).
     """
 
     def __init__(self, snap: _Snapping, lo: float, hi: float, size: int) -> None:
@@ -316,20 +315,16 @@ class _SnapKernel:
     ) -> None:
         """``out[:] = clip(values)``, plus ``noise``, then the reference rounding's operations.
 
-        Two of the reference's clamps are skipped where they change no bit of the output:
-        the clamp of ``values`` when they all lie in ``[lo, hi]`` already (the noise is
-        never ``±0``, so a ``−0.0`` input gives the same sum), and the clamp to
-        ``[lo − Λ, hi + Λ]`` before rounding, which keeps ``z/Λ`` below ``2**52`` so that
-        the rounding is exact. A ``z`` beyond that range rounds, exactly or not (or to
-        ``±inf``), to a point beyond the same end, as its clamped value does, and the
-        final clamp takes both to that end.
+        The reference's clamp to ``[lo − Λ, hi + Λ]`` before rounding, which keeps ``z/Λ``
+        below ``2**52`` so that the rounding is exact, is skipped: it changes no bit of the
+        output. A ``z`` beyond that range rounds, exactly or not (or to ``±inf``), to a
+        point beyond the same end, as its clamped value does, and the final clamp takes
+        both to that end. The clamp of ``values`` always runs, even when they all lie in
+        the bounds, so that which operations run never depends on the values.
         """
         grid, lo, hi = self.snap.grid, self.lo, self.hi
-        if values.min() >= lo and values.max() <= hi:
-            np.add(values, noise, out=out)
-        else:
-            np.clip(values, lo, hi, out=out)
-            out += noise
+        np.clip(values, lo, hi, out=out)
+        out += noise
         out *= 1.0 / grid
         np.rint(out, out=out)
         out *= grid

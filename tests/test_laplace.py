@@ -385,7 +385,7 @@ def test_snapping_kernel_is_the_reference_computation_bit_for_bit(
             fused = np.empty(n)
             kernel.finish(x, noise, fused)
             assert np.array_equal(rounded.view(np.uint64), fused.view(np.uint64))
-    # Inputs inside the bounds (the kernel skips their clamp) and noise far beyond them
+    # Inputs inside the bounds (including both ends) and noise far beyond them
     # (the kernel skips the clamp that keeps the rounding exact): still the same bits.
     inside = np.random.default_rng(1).uniform(*bounds, n)
     inside[0], inside[1] = bounds
