@@ -22,7 +22,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from numpy.typing import NDArray
 
-from dpframe.errors import InvalidParameterTypeError
+from dpframe.errors import DPFrameError, InvalidParameterTypeError
 
 __all__: list[str] = []
 
@@ -54,10 +54,16 @@ class CryptoBitSource:
     def words(self, n: int) -> NDArray[np.uint64]:
         if len(self._zeros) < 8 * n:
             self._zeros = bytes(8 * n)
-        # Encrypting zeros yields the raw keystream.
-        stream = self._encryptor.update(memoryview(self._zeros)[: 8 * n])
+        # Encrypting zeros yields the raw keystream, written straight into a new array
+        # (update_into wants room for len(data) + 15 bytes): no bytes object in between.
+        out = np.empty(n + 2, dtype=np.uint64)
+        written = self._encryptor.update_into(
+            memoryview(self._zeros)[: 8 * n], out.view(np.uint8).data
+        )
+        if written != 8 * n:  # a stream mode writes exactly what it reads
+            raise DPFrameError("internal error: short keystream; please report")
         self.words_drawn += n
-        return np.frombuffer(stream, dtype=np.uint64, count=n)
+        return out[:n]
 
 
 class GeneratorBitSource:

@@ -670,3 +670,19 @@ def test_bounded_noise_never_exceeds_the_reach_after_repeats() -> None:
     forced = dataclasses.replace(base, overflow=_coins.Coin(3 << 62, 1), cap=cap)  # lands 3/4
     noise = _geometric.geometric_noise(forced, 200_000, _random.bit_source(None), False)
     assert np.abs(noise).max() == cap + 1  # reached, never exceeded
+
+
+def test_crypto_source_is_the_aes_ctr_keystream_in_order() -> None:
+    """Words are the AES-256-CTR keystream, in order across calls, in independent arrays."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    key, nonce = bytes(range(32)), bytes(range(16))
+    source = _random.CryptoBitSource()
+    source._encryptor = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
+    first = source.words(3)
+    kept = first.copy()
+    second = source.words(70_000)
+    expected = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor().update(bytes(8 * 70_003))
+    assert np.array_equal(np.concatenate([first, second]), np.frombuffer(expected, np.uint64))
+    assert np.array_equal(first, kept)  # a later call does not overwrite an earlier array
+    assert source.words_drawn == 70_003
