@@ -21,11 +21,13 @@ Three samplers share that idea:
   table of 65,536 outcomes; the rare slots that straddle two outcomes read 16 more bits,
   and so on. The realized probabilities are exactly the given ones.
 
-Constant-time draws (:func:`packed_bernoulli`) compare 16 bits per coin and element;
-the elements that tie on any coin (probability about ``m / 65536`` for ``m`` coins) are
-resolved from a pool of a fixed size, indexed through a running count of ties, so that
-the number of random words and the sequence of numpy operations do not depend on the
-values drawn (see its docstring for the one exception, of probability below 2**-80).
+Constant-time draws (:func:`packed_bernoulli`) take the coins by groups of four and
+draw each group's 16 outcomes jointly, by inversion, from one 16-bit digit per element
+through a lookup table; the digits that straddle two outcomes (at most 15 of the 65,536
+per group) are resolved from pools of a fixed size, indexed through running counts of
+ties, so that the number of random words and the sequence of numpy operations do not
+depend on the values drawn (see its docstring for the one exception, of probability
+below 2**-80).
 """
 
 from __future__ import annotations
@@ -94,6 +96,13 @@ class Coin:
 
     numerator: int
     nwords: int
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.numerator, self.nwords))
+
+    def __hash__(self) -> int:  # coins key caches: hash the (large) numerator once
+        return self._hash
 
     @functools.cached_property
     def words(self) -> tuple[np.uint64, ...]:
@@ -264,6 +273,8 @@ def _pack_dtype(count: int) -> type[np.unsignedinteger]:
 
 # Ties are pooled by groups of 8 consecutive elements (one 64-bit word of their tie flags).
 _GROUP = 8
+# Coins drawn together, from one 16-bit digit, in constant-time mode.
+_JOINT_COINS = 4
 
 
 @functools.lru_cache(maxsize=8)
@@ -274,6 +285,171 @@ def _groups(count: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     positions.flags.writeable = False
     offsets.flags.writeable = False
     return positions, offsets
+
+
+def _table_dtype(count: int) -> type[np.unsignedinteger]:
+    """The narrowest unsigned type with a bit to spare above ``count`` coin bits (the tie flag)."""
+    if count < 8:
+        return np.uint8
+    if count < 16:
+        return np.uint16
+    return np.uint32 if count < 32 else np.uint64
+
+
+@dataclass(frozen=True)
+class _JointTable:
+    """Up to :data:`_JOINT_COINS` coins drawn together, by inversion, from 16-bit digits.
+
+    The ``2**k`` outcomes of ``k`` coins (bit ``i`` set: coin ``i`` landed) lie on
+    ``[0, 1)`` in decreasing order of their bit pattern, each on an interval as long as
+    its exact probability (a product of dyadic coins: a multiple of ``2**-bits``). A
+    uniform ``U`` falls in the interval of its outcome, so the coins come out
+    independent, each with exactly its probability. A 16-bit digit ``u`` says that ``U``
+    lies in ``[u, u + 1)·2**-16``; ``verdict[u]`` is the outcome, shifted to the coins'
+    place in the packed result, when no interval ends strictly inside (the next bits of
+    ``U`` cannot change it), and only the tie flag (the table type's top bit) when some
+    do. For the ``ties`` tied digits, ``rests[tie_number[u]]`` holds the ends inside, as
+    the fraction of the way through the digit's range written in ``width`` 64-bit words
+    (padded with ``valid = False``), and ``first`` the index of the interval the digit
+    starts in: the outcome is then ``first`` plus the number of ends at or below ``U``,
+    which ``width`` fresh words of ``U`` decide exactly (every end is a multiple of
+    ``2**-(16 + 64·width)``).
+    """
+
+    coins: int
+    shift: int
+    verdict: NDArray[np.unsignedinteger]
+    tie_number: NDArray[np.intp]
+    first: NDArray[np.int64]
+    rests: NDArray[np.uint64]
+    valid: NDArray[np.bool_]
+
+    @property
+    def ties(self) -> int:
+        return len(self.first) - 1
+
+
+def _joint_table(coins: Sequence[Coin], shift: int, dtype: type[np.unsignedinteger]) -> _JointTable:
+    k = len(coins)
+    bits = 64 * sum(coin.nwords for coin in coins)
+    landed = [coin.numerator << (bits - 64 * coin.nwords) for coin in coins]  # over 2**bits
+    # P(pattern) * 2**bits, patterns from all landed (2**k - 1) down to none landed (0)
+    ends, total = [], 0
+    for pattern in range((1 << k) - 1, -1, -1):
+        weight = 1
+        for i, p in enumerate(landed):
+            weight *= p if pattern >> i & 1 else (1 << bits) - p
+        total += weight >> (bits * (k - 1))  # each factor carried 2**bits; exact division
+        ends.append(total)
+    if total != 1 << bits:
+        raise DPFrameError("internal error: joint coin probabilities do not add up; please report")
+    inner = ends[:-1]  # interval j ends where interval j + 1 starts
+    scale_bits = bits - _DIGIT_BITS
+    digit = np.arange(_DIGIT, dtype=np.int64)
+    # the interval each digit starts in: the number of ends at or below its start
+    ceilings = np.array([-(-end >> scale_bits) for end in inner], dtype=np.int64)
+    start = np.searchsorted(ceilings, digit, side="right")
+    pattern_of = (1 << k) - 1 - start
+    inside = sorted({end >> scale_bits for end in inner if end & ((1 << scale_bits) - 1)})
+    tie_flag = np.iinfo(dtype).max ^ (np.iinfo(dtype).max >> 1)
+    verdict = (pattern_of << shift).astype(dtype)
+    tie_number = np.zeros(_DIGIT, dtype=np.intp)
+    width = -(-scale_bits // 64)
+    depth = max([sum(1 for end in inner if end >> scale_bits == u) for u in inside], default=1)
+    rests = np.zeros((len(inside) + 1, depth, width), dtype=np.uint64)
+    valid = np.zeros((len(inside) + 1, depth), dtype=np.bool_)
+    first = np.zeros(len(inside) + 1, dtype=np.int64)
+    for number, u in enumerate(inside, start=1):
+        verdict[u] = tie_flag
+        tie_number[u] = number
+        first[number] = start[u]
+        here = [end for end in inner if end >> scale_bits == u]
+        for d, end in enumerate(here):
+            fraction = (end & ((1 << scale_bits) - 1)) << (64 * width - scale_bits)
+            rests[number, d] = [
+                (fraction >> (64 * (width - 1 - w))) & _MASK64 for w in range(width)
+            ]
+            valid[number, d] = True
+    for array in (verdict, tie_number, first, rests, valid):
+        array.flags.writeable = False
+    return _JointTable(k, shift, verdict, tie_number, first, rests, valid)
+
+
+@dataclass(frozen=True)
+class _TieRows:
+    """The tied digits of all coin groups, as rows of one table (row 0: a dummy, no ends).
+
+    Row ``offset[g] + tie_number`` of group ``g`` holds its ends padded to a common
+    ``depth`` and ``width`` (zero words on the right: the same fraction), the index
+    ``first`` of the interval its digit starts in, and the group's ``coins`` and
+    ``shift`` (its place in the packed result).
+    """
+
+    offset: NDArray[np.intp]
+    rests: NDArray[np.uint64]
+    valid: NDArray[np.bool_]
+    first: NDArray[np.int64]
+    coins: NDArray[np.int64]
+    shift: NDArray[np.int64]
+
+    @property
+    def width(self) -> int:
+        return int(self.rests.shape[2])
+
+
+@functools.lru_cache(maxsize=256)
+def _joint_tables(coins: tuple[Coin, ...]) -> tuple[tuple[_JointTable, ...], _TieRows]:
+    dtype = _table_dtype(len(coins))
+    tables = tuple(
+        _joint_table(coins[start : start + _JOINT_COINS], start, dtype)
+        for start in range(0, len(coins), _JOINT_COINS)
+    )
+    depth = max(t.rests.shape[1] for t in tables)
+    width = max(t.rests.shape[2] for t in tables)
+    rows = 1 + sum(t.ties for t in tables)
+    rests = np.zeros((rows, depth, width), dtype=np.uint64)
+    valid = np.zeros((rows, depth), dtype=np.bool_)
+    first = np.zeros(rows, dtype=np.int64)
+    count = np.zeros(rows, dtype=np.int64)
+    shift = np.zeros(rows, dtype=np.int64)
+    offset = np.zeros(len(tables), dtype=np.intp)
+    row = 1
+    for g, t in enumerate(tables):
+        offset[g] = row - 1  # tie numbers start at 1
+        here = slice(row, row + t.ties)
+        d, w = t.rests.shape[1:]
+        rests[here, :d, :w] = t.rests[1:]
+        valid[here, :d] = t.valid[1:]
+        first[here], count[here], shift[here] = t.first[1:], t.coins, t.shift
+        row += t.ties
+    for array in (offset, rests, valid, first, count, shift):
+        array.flags.writeable = False
+    return tables, _TieRows(offset, rests, valid, first, count, shift)
+
+
+def _resolve(
+    source: BitSource, rows: _TieRows, row: NDArray[np.intp]
+) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    """The outcome bits (shifted into place) and group masks for the tied digits ``row``.
+
+    Draws ``rows.width`` fresh words per entry, whatever its row (row 0, the dummy,
+    yields 0 and mask 0). The outcome is ``first`` plus the number of ends at or below
+    ``U``; a fraction equal to an end on every word is at or above it.
+    """
+    rests, valid = rows.rests[row], rows.valid[row]  # (entries, depth, width)
+    words = source.words(row.size * rows.width).reshape(row.size, 1, rows.width)
+    below = np.zeros(rests.shape[:2], dtype=np.bool_)  # U < end, decided word by word
+    equal = np.ones(rests.shape[:2], dtype=np.bool_)
+    for w in range(rows.width):
+        below |= equal & (words[:, :, w] < rests[:, :, w])
+        equal &= words[:, :, w] == rests[:, :, w]
+    index = rows.first[row] + (valid & ~below).sum(axis=1)
+    real = (row != 0).astype(np.uint64)
+    full = (np.uint64(1) << rows.coins[row].astype(np.uint64)) - np.uint64(1)
+    shift = rows.shift[row].astype(np.uint64)
+    pattern = ((full - index.astype(np.uint64)) << shift) * real
+    mask: NDArray[np.uint64] = (full << shift) * real
+    return pattern, mask
 
 
 def packed_bernoulli(
@@ -290,45 +466,45 @@ def packed_bernoulli_pooled(
     source: BitSource, coins: Sequence[Coin], n: int
 ) -> tuple[NDArray[np.unsignedinteger], NDArray[np.intp]]:
     """:func:`packed_bernoulli`, and the elements its tie pool served (a fixed number of
-    positions; those ``>= n`` are padding). Only these can differ from their first 16
-    bits' verdict: a coin whose threshold is below 2**-16 can land only there.
+    positions; those ``>= n`` are padding). Only these can differ from their 16-bit
+    digits' verdict: a coin of probability below 2**-16 can land only there.
 
-    Constant time: each coin compares 16 random bits per element with the first 16 bits
-    of its threshold. The elements tie with some threshold in groups of 8 (about
-    ``8 len(coins) / 65536`` of the groups do); a running count (cumulative sum) of the
-    tied groups gives each one a slot in a pool of :func:`tie_pool_size` slots, and
-    each slot draws fresh words for the rest of every coin's comparison for all 8
-    elements, whether used or not; the tied coins take their outcome from there. So the
-    words drawn (``n / 4`` per coin plus the pool) and the numpy operations and their
-    sizes are fixed by ``n`` and the coins only. If more groups tie than the pool holds
-    (probability below 2**-80 per call), the excess is resolved with extra words: still
-    exact, but then not constant time.
+    Constant time. The coins go by groups of up to four: each group's ``2**k`` outcomes
+    are drawn together by inversion from one 16-bit digit per element, through a table
+    (:class:`_JointTable`). A digit whose range holds the end of an outcome's interval
+    (probability ``ties / 65536``, at most 15/65536 for four coins) ties. Two pools of
+    :func:`tie_pool_size` slots find the ties in fixed work: a running count (cumulative
+    sum) over the elements' groups of 8 gives each tied group a slot; a second running
+    count over (coin group, element) among the slots' members gives each tie a slot of
+    the second pool, and every slot of that one draws ``width`` fresh words to resolve
+    its tie, whether it holds one or not. So the words drawn (``n / 4`` per coin group
+    plus ``width`` per slot of the second pool) and the numpy operations and their
+    sizes are fixed by ``n`` and the coins only. If more tie than a pool holds
+    (probability below 2**-80 per call), every tie is resolved again with extra words:
+    still exact, but then not constant time.
     """
     m = len(coins)
-    if m > 64:
-        raise DPFrameError("internal error: more than 64 packed coins; please report")
-    dtype = _pack_dtype(m)
-    coins = tuple(coins)
-    splits = [coin.constant_time_split for coin in coins]
+    if m > 63:
+        raise DPFrameError("internal error: more than 63 packed coins; please report")
+    if n == 0:
+        return np.zeros(0, dtype=_pack_dtype(m)), np.zeros(0, dtype=np.intp)
+    tables, rows = _joint_tables(tuple(coins))
+    dtype = _table_dtype(m)
     groups = -(-n // _GROUP)
     padded = groups * _GROUP
-    draws = random_uint16(source, m * n).reshape(m, n)
-    tops = _tops(coins)
-    weights = _lane_weights(m)
-    # Byte-wide lanes of up to 8 coins (plus one scratch group), merged at the end.
-    lanes = []
-    for first in range(0, m, 8):
-        rows = slice(first, first + 8)
-        lane = np.zeros(padded + _GROUP, dtype=np.uint8)
-        below = draws[rows] < tops[rows, None]
-        below.view(np.uint8)[...] *= weights[rows, None]
-        np.add.reduce(below.view(np.uint8), axis=0, out=lane[:n])
-        lanes.append(lane)
-    tied = np.zeros(padded, dtype=np.bool_)
-    np.logical_or.reduce(draws == tops[:, None], axis=0, out=tied[:n])
-    slots = tie_pool_size(groups, m * _GROUP)
+    digits = random_uint16(source, len(tables) * n).reshape(len(tables), n)
+    # One lookup per coin group; the tie flag (top bit) accumulates with the outcomes.
+    packed = np.zeros(padded + _GROUP, dtype=dtype)  # + a scratch group
+    looked_up = np.empty(n, dtype=dtype)
+    for table, row in zip(tables, digits, strict=True):
+        np.take(table.verdict, row, out=looked_up)
+        packed[:n] |= looked_up
+    tie_flag = dtype(np.iinfo(dtype).max ^ (np.iinfo(dtype).max >> 1))
+    tied = (packed[:padded] >= tie_flag).view(np.uint8)  # the top bit: some group tied
     group_tied = tied.view(np.uint64) != 0
-    # rank[g] = tied groups up to g: a tied group's own slot is 1..count.
+    events = sum(table.ties for table in tables)  # tied digits, each of probability 2**-16
+    slots = tie_pool_size(groups, _GROUP * events)
+    # Level 1: rank[g] = tied groups of 8 up to g; a tied group's own slot is 1..count.
     rank = np.cumsum(group_tied.view(np.uint8), dtype=np.uint32)
     np.minimum(rank, slots, out=rank)
     rank *= group_tied
@@ -336,71 +512,49 @@ def packed_bernoulli_pooled(
     owner = np.full(slots + 1, groups, dtype=np.intp)  # unused slots: the scratch group
     owner[rank] = positions  # slot 0 collects the untied groups and is ignored
     members = (owner[1:, None] * _GROUP + offsets).reshape(-1)
-    # Every coin's rest for every pooled element at once: (coins, members) per digit word.
-    mine = np.take(draws, members, axis=1, mode="clip") == _tops(coins)[:, None]
-    rests = _rests(coins)
-    less = np.zeros(mine.shape, dtype=np.bool_)
-    equal = np.ones(mine.shape, dtype=np.bool_)
-    for column in range(rests.shape[1]):
-        w = source.words(mine.size).reshape(mine.shape)
-        less |= equal & (w < rests[:, column, None])
-        equal &= w == rests[:, column, None]
-    weights = _lane_weights(m)
-    for number, lane in enumerate(lanes):
-        rows = slice(8 * number, 8 * number + 8)
-        fix = (mine[rows] * weights[rows, None]).sum(axis=0, dtype=np.uint8)
-        bits = ((mine[rows] & less[rows]) * weights[rows, None]).sum(axis=0, dtype=np.uint8)
-        lane[members] = (lane[members] & ~fix) | bits
-    if int(rank.max(initial=0)) >= slots:  # probability below 2**-80: no longer constant time
-        crowded = np.flatnonzero(rank >= slots)
-        elements = (crowded[:, None] * _GROUP + offsets).reshape(-1)
-        elements = elements[elements < n]
-        _resolve_crowded(source, splits, draws, lanes, elements[tied[elements]])
-        members = np.concatenate([members, elements])
-    packed = lanes[0][:n].astype(dtype)
-    for number, lane in enumerate(lanes[1:], start=1):
-        packed |= lane[:n].astype(dtype) << dtype(8 * number)
-    return packed, members
+    # Level 2: the tied (coin group, member) pairs, each in a slot of a second pool.
+    at = np.minimum(members, n - 1)
+    number = np.stack([t.tie_number[d[at]] for t, d in zip(tables, digits, strict=True)])
+    number *= members < n
+    pair_tied = (number != 0).reshape(-1)
+    pairs = tie_pool_size(n, events)
+    pair_rank = np.cumsum(pair_tied.view(np.uint8), dtype=np.uint32)
+    np.minimum(pair_rank, pairs, out=pair_rank)
+    pair_rank *= pair_tied
+    pair_owner = np.full(pairs + 1, pair_tied.size, dtype=np.intp)  # unused: no pair
+    pair_owner[pair_rank] = np.arange(pair_tied.size, dtype=np.intp)
+    used = pair_owner[1:] < pair_tied.size
+    group_of, member_of = np.divmod(np.minimum(pair_owner[1:], pair_tied.size - 1), members.size)
+    row = (rows.offset[group_of] + number[group_of, member_of]) * used
+    pattern, _ = _resolve(source, rows, row)
+    # The tied groups' bits are still 0: OR the outcomes in (np.bitwise_or.at, as an
+    # element may have tied in several groups); unused slots write 0 to the scratch group.
+    target = np.where(used, members[member_of], padded)
+    np.bitwise_or.at(packed, target, pattern.astype(dtype))
+    if int(rank.max(initial=0)) >= slots or int(pair_rank.max(initial=0)) >= pairs:
+        # Probability below 2**-80 (a pool overflowed): no longer constant time. Every
+        # tie is resolved again with fresh words, replacing what the pools decided.
+        members = np.concatenate([members, _resolve_all(source, tables, rows, digits, packed)])
+    packed &= ~tie_flag
+    return packed[:n].astype(_pack_dtype(m), copy=False), members
 
 
-@functools.lru_cache(maxsize=256)
-def _tops(coins: tuple[Coin, ...]) -> NDArray[np.uint16]:
-    return np.array([coin.constant_time_split[0] for coin in coins], dtype=np.uint16)
-
-
-@functools.lru_cache(maxsize=256)
-def _rests(coins: tuple[Coin, ...]) -> NDArray[np.uint64]:
-    """The coins' rests (after 16 bits) as rows of words, padded with zero words (same value)."""
-    width = max(len(coin.constant_time_split[1]) for coin in coins)
-    rests = np.zeros((len(coins), width), dtype=np.uint64)
-    for i, coin in enumerate(coins):
-        digits = coin.constant_time_split[1]
-        rests[i, : len(digits)] = digits
-    return rests
-
-
-@functools.lru_cache(maxsize=64)
-def _lane_weights(m: int) -> NDArray[np.uint8]:
-    return np.array([1 << (i % 8) for i in range(m)], dtype=np.uint8)
-
-
-def _resolve_crowded(
+def _resolve_all(
     source: BitSource,
-    splits: Sequence[tuple[int, tuple[np.uint64, ...]]],
-    draws: NDArray[np.uint16],
-    lanes: Sequence[NDArray[np.uint8]],
-    elements: NDArray[np.intp],
-) -> None:
-    """Redo the tied elements of groups that shared the pool's last slot (probability < 2**-80)."""
-    for i, (top, rest) in enumerate(splits):
-        u = draws[i, elements]
-        landed = u < top
-        tie = np.flatnonzero(u == top)
-        if tie.size:
-            landed[tie] = _tail_below(source, rest, tie.size)
-        bit = np.uint8(1 << (i % 8))
-        lane = lanes[i // 8]
-        lane[elements] = (lane[elements] & ~bit) | (landed * bit)
+    tables: Sequence[_JointTable],
+    rows: _TieRows,
+    digits: NDArray[np.uint16],
+    packed: NDArray[np.unsignedinteger],
+) -> NDArray[np.intp]:
+    """Resolve every tied digit again, replacing its group's bits; returns the tied elements."""
+    tied_elements = []
+    for g, (table, row) in enumerate(zip(tables, digits, strict=True)):
+        elements = np.flatnonzero(table.tie_number[row])
+        pattern, mask = _resolve(source, rows, rows.offset[g] + table.tie_number[row[elements]])
+        kept = packed[elements] & ~mask.astype(packed.dtype)
+        packed[elements] = kept | pattern.astype(packed.dtype)
+        tied_elements.append(elements)
+    return np.concatenate(tied_elements)
 
 
 # ---------------------------------------------------------------- Knuth–Yao sampler

@@ -27,8 +27,9 @@ when the head is that short) is a finite distribution with dyadic probabilities,
 exactly by the Knuth–Yao method from 16-bit digits (:class:`~dpframe._coins.DyadicSampler`:
 one 16-bit draw decides about 99% of the values); further digits come 11 at a time from
 more such tables. At epsilon 1 that is a quarter of a 64-bit word per value. In
-constant-time mode every coin compares 16 random bits per value with its threshold and
-the rare ties are resolved from a pool of fixed size
+constant-time mode the coins go by groups of four, each group drawn jointly by inversion
+from one 16-bit digit per value through a lookup table, and the rare digits that
+straddle two outcomes are resolved from pools of fixed size
 (:func:`~dpframe._coins.packed_bernoulli_pooled`). Either way the realized distribution
 is exactly the plan's, the one verified.
 """
@@ -473,9 +474,9 @@ def _constant_time_block(
     """``n`` noise values with a fixed number of words and a fixed sequence of operations.
 
     The head digits, the zero coin and the overflow coin are drawn together by
-    :func:`dpframe._coins.packed_bernoulli` (16 bits per coin and element, ties from a
-    fixed pool), the sign and the tail from fixed-width words, and they are combined
-    through lookup tables or branch-free arithmetic on whole arrays.
+    :func:`dpframe._coins.packed_bernoulli` (16 bits per group of four coins and
+    element, ties from fixed pools), the sign and the tail from fixed-width words, and
+    they are combined through lookup tables or branch-free arithmetic on whole arrays.
     """
     n_head = len(plan.head)
     cap = plan.cap
@@ -1258,12 +1259,13 @@ def geometric(
     the value itself. With ``constant_time=True`` every value consumes the same,
     fixed number of random words (a function of epsilon, sensitivity, the bounds
     and the number of values only), and the same sequence of numpy operations runs on
-    arrays of the same sizes, whatever the values and the noise: each coin compares
-    16 bits per element with its threshold, the rare ties are resolved from a pool of
-    fixed size indexed through a running count (every slot is drawn whether used or
-    not; if more elements tie than the pool holds, with probability below 2^-80, the
-    excess is resolved with extra words), and the results are combined with
-    branch-free arithmetic. To keep that fixed count small when ``hi - lo`` is far
+    arrays of the same sizes, whatever the values and the noise: the coins are drawn
+    in groups of four, each group's outcome by inversion of one 16-bit digit per
+    element through a lookup table; the rare digits that straddle two outcomes are
+    resolved from pools of fixed size indexed through running counts (every slot draws
+    its words whether used or not; if more tie than the pools hold, with probability
+    below 2^-80, every tie is resolved again with extra words), and the results are
+    combined with branch-free arithmetic. To keep that fixed count small when ``hi - lo`` is far
     beyond the noise scale, the noise past about ``64 + log2(hi - lo)`` bits of decay
     is flattened onto a uniform tail of total probability about ``2^-64`` (this adds
     noise, never removes it, and the exact verification covers it). What dpframe

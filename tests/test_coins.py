@@ -9,8 +9,10 @@ so those paths are tested with full statistical power; each statistical test rej
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -204,10 +206,135 @@ def test_packed_bernoulli_draws_a_fixed_number_of_words(n: int) -> None:
         source = _random.bit_source(None)
         _coins.packed_bernoulli(source, COINS, n)
         counts.add(source.words_drawn)
-    groups = -(-n // 8)
-    pool = _coins.tie_pool_size(groups, 8 * len(COINS))
-    rest_words = max(c.nwords for c in COINS)
-    assert counts == {-(-(len(COINS) * n) // 4) + pool * 8 * len(COINS) * rest_words}
+    tables, rows = _coins._joint_tables(tuple(COINS))
+    assert len(tables) == -(-len(COINS) // 4)  # four coins per 16-bit digit
+    pairs = _coins.tie_pool_size(n, sum(t.ties for t in tables))
+    assert counts == {-(-(len(tables) * n) // 4) + pairs * rows.width}
+
+
+def _table_law(table: Any, rows: Any, group: int) -> dict[int, Fraction]:
+    """The exact law of one coin group's outcome that its table realizes, in rationals.
+
+    An untied digit gives its verdict with probability 2**-16; a tied digit splits its
+    2**-16 between the outcomes at the ends it holds, by the fractions ``rests`` encode.
+    """
+    law: dict[int, Fraction] = {}
+    digit = Fraction(1, 1 << 16)
+    mask = (1 << table.coins) - 1
+    for u in range(1 << 16):
+        number = int(table.tie_number[u])
+        if not number:
+            pattern = (int(table.verdict[u]) >> table.shift) & mask
+            law[pattern] = law.get(pattern, Fraction(0)) + digit
+            continue
+        row = int(rows.offset[group]) + number
+        width = rows.width
+        ends = [
+            Fraction(
+                sum(int(w) << (64 * (width - 1 - i)) for i, w in enumerate(words)),
+                2 ** (64 * width),
+            )
+            for words, ok in zip(rows.rests[row], rows.valid[row], strict=True)
+            if ok
+        ]
+        start = Fraction(0)
+        for k, end in enumerate([*ends, Fraction(1)]):
+            pattern = mask - (int(rows.first[row]) + k)
+            law[pattern] = law.get(pattern, Fraction(0)) + (end - start) * digit
+            start = end
+    return law
+
+
+def _product_law(coins: list[Coin]) -> dict[int, Fraction]:
+    law = {}
+    for pattern in range(1 << len(coins)):
+        p = Fraction(1)
+        for i, coin in enumerate(coins):
+            p *= coin.probability if pattern >> i & 1 else 1 - coin.probability
+        law[pattern] = p
+    return law
+
+
+def test_joint_tables_realize_the_product_of_the_coins_exactly() -> None:
+    """Each group's table, read in rationals, gives every outcome exactly its probability."""
+    tables, rows = _coins._joint_tables(tuple(COINS))
+    for group, table in enumerate(tables):
+        coins = COINS[table.shift : table.shift + table.coins]
+        law = {k: v for k, v in _table_law(table, rows, group).items() if v}
+        assert law == {k: v for k, v in _product_law(coins).items() if v}, group
+    # validity twin: the same check fails for a table whose ends are read one word short
+    table = tables[0]
+    short = dataclasses.replace(rows, rests=rows.rests.copy())
+    short.rests[:, :, -1] = 0
+    assert _table_law(table, short, 0) != _product_law(COINS[:4])
+
+
+def _joint_tie_samples(step: int, runs: int) -> tuple[NDArray[np.int64], dict[int, Fraction]]:
+    """Outcomes of a four-coin group at elements whose digit is forced onto a tied value."""
+    coins = [
+        _odd_coin(Fraction(1, 3)),
+        _odd_coin(Fraction(2, 5)),
+        _odd_coin(Fraction(3, 7)),
+        _odd_coin(Fraction(1, 2) + Fraction(1, 10**6)),
+    ]
+    tables, rows = _coins._joint_tables(tuple(coins))
+    (table,) = tables
+    u = int(np.flatnonzero(table.tie_number)[3])  # a digit holding an end
+    n = 1 << 12
+
+    def tie_some(words: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        words.view(np.uint16)[:n:step] = u
+        return words
+
+    samples = [
+        _coins.packed_bernoulli(ForcingSource(tie_some), coins, n)[::step] for _ in range(runs)
+    ]
+    return np.concatenate(samples).astype(np.int64), _table_law_of_digit(table, rows, u)
+
+
+@pytest.mark.parametrize(
+    ("step", "runs"),
+    [(1024, 1000), (64, 100)],  # 4 ties per call (the pools) or 64 (they overflow)
+)
+def test_packed_bernoulli_resolves_a_joint_tie_with_the_right_law(step: int, runs: int) -> None:
+    """The outcome after a tied digit follows the exact conditional law of its range."""
+    samples, conditional = _joint_tie_samples(step, runs)
+    support = np.array(sorted(k for k, p in conditional.items() if p))
+    assert support.size >= 2
+    assert np.isin(samples, support).all()  # nothing outside the digit's range
+    pmf = np.array([float(conditional[k]) for k in support])
+    assert chi_square_pvalue(samples, support, pmf) > FALSE_ALARM
+
+
+def test_joint_tie_law_check_catches_a_resolver_that_ignores_the_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Validity twin: a resolver that always takes the digit's first interval fails."""
+    real = _coins._resolve
+
+    def first_interval(source: Any, rows: Any, row: NDArray[np.intp]) -> Any:
+        weak = dataclasses.replace(rows, valid=np.zeros_like(rows.valid))
+        return real(source, weak, row)
+
+    monkeypatch.setattr(_coins, "_resolve", first_interval)
+    samples, conditional = _joint_tie_samples(64, 100)
+    support = np.array(sorted(k for k, p in conditional.items() if p))
+    pmf = np.array([float(conditional[k]) for k in support])
+    assert chi_square_pvalue(samples, support, pmf) < FALSE_ALARM
+
+
+def _table_law_of_digit(table: Any, rows: Any, u: int) -> dict[int, Fraction]:
+    """The conditional law of a group's outcome given that its digit is the tied ``u``."""
+    single = dataclasses.replace(
+        table, tie_number=np.where(np.arange(1 << 16) == u, table.tie_number, 0)
+    )
+    law = _table_law(single, rows, 0)
+    # drop the untied digits' mass: 65535 digits of 2**-16 each, all on their verdicts
+    for v in range(1 << 16):
+        if v != u:
+            pattern = (int(table.verdict[v]) >> table.shift) & ((1 << table.coins) - 1)
+            law[pattern] -= Fraction(1, 1 << 16)
+    return {k: p * (1 << 16) for k, p in law.items() if p}
 
 
 def test_tie_pool_overflow_bound() -> None:
