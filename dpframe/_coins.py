@@ -319,7 +319,7 @@ class _JointTable:
     coins: int
     shift: int
     verdict: NDArray[np.unsignedinteger]
-    tie_number: NDArray[np.intp]
+    tie_number: NDArray[np.uint16]
     first: NDArray[np.int64]
     rests: NDArray[np.uint64]
     valid: NDArray[np.bool_]
@@ -350,12 +350,18 @@ def _joint_table(coins: Sequence[Coin], shift: int, dtype: type[np.unsignedinteg
     ceilings = np.array([-(-end >> scale_bits) for end in inner], dtype=np.int64)
     start = np.searchsorted(ceilings, digit, side="right")
     pattern_of = (1 << k) - 1 - start
-    inside = sorted({end >> scale_bits for end in inner if end & ((1 << scale_bits) - 1)})
+    # Ends strictly inside a digit's range, by digit; an end on a digit's start is
+    # already counted in ``start`` and must not be counted again.
+    within: dict[int, list[int]] = {}
+    for end in inner:
+        if end & ((1 << scale_bits) - 1):
+            within.setdefault(end >> scale_bits, []).append(end)
+    inside = sorted(within)
     tie_flag = np.iinfo(dtype).max ^ (np.iinfo(dtype).max >> 1)
     verdict = (pattern_of << shift).astype(dtype)
-    tie_number = np.zeros(_DIGIT, dtype=np.intp)
+    tie_number = np.zeros(_DIGIT, dtype=np.uint16)
     width = -(-scale_bits // 64)
-    depth = max([sum(1 for end in inner if end >> scale_bits == u) for u in inside], default=1)
+    depth = max([len(ends) for ends in within.values()], default=1)
     rests = np.zeros((len(inside) + 1, depth, width), dtype=np.uint64)
     valid = np.zeros((len(inside) + 1, depth), dtype=np.bool_)
     first = np.zeros(len(inside) + 1, dtype=np.int64)
@@ -363,8 +369,7 @@ def _joint_table(coins: Sequence[Coin], shift: int, dtype: type[np.unsignedinteg
         verdict[u] = tie_flag
         tie_number[u] = number
         first[number] = start[u]
-        here = [end for end in inner if end >> scale_bits == u]
-        for d, end in enumerate(here):
+        for d, end in enumerate(within[u]):
             fraction = (end & ((1 << scale_bits) - 1)) << (64 * width - scale_bits)
             rests[number, d] = [
                 (fraction >> (64 * (width - 1 - w))) & _MASK64 for w in range(width)
@@ -397,7 +402,7 @@ class _TieRows:
         return int(self.rests.shape[2])
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)  # about 0.7 MiB each (the 16-bit lookup tables)
 def _joint_tables(coins: tuple[Coin, ...]) -> tuple[tuple[_JointTable, ...], _TieRows]:
     dtype = _table_dtype(len(coins))
     tables = tuple(
