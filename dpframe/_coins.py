@@ -308,25 +308,23 @@ class _JointTable:
     lies in ``[u, u + 1)·2**-16``; ``verdict[u]`` is the outcome, shifted to the coins'
     place in the packed result, when no interval ends strictly inside (the next bits of
     ``U`` cannot change it), and only the tie flag (the table type's top bit) when some
-    do. For the ``ties`` tied digits, ``rests[tie_number[u]]`` holds the ends inside, as
-    the fraction of the way through the digit's range written in ``width`` 64-bit words
-    (padded with ``valid = False``), and ``first`` the index of the interval the digit
-    starts in: the outcome is then ``first`` plus the number of ends at or below ``U``,
-    which ``width`` fresh words of ``U`` decide exactly (every end is a multiple of
-    ``2**-(16 + 64·width)``).
+    do. Tied digit ``u`` is entry ``tie_number[u] - 1`` of ``tied``: the index of the
+    interval the digit starts in, and the ends inside its range, each as the fraction
+    of the way through it, in units of ``2**-fraction_bits``. The outcome is then that
+    index plus the number of ends at or below ``U`` (:class:`_TieRows` holds them for
+    the draws).
     """
 
     coins: int
     shift: int
     verdict: NDArray[np.unsignedinteger]
     tie_number: NDArray[np.uint16]
-    first: NDArray[np.int64]
-    rests: NDArray[np.uint64]
-    valid: NDArray[np.bool_]
+    tied: tuple[tuple[int, tuple[int, ...]], ...]
+    fraction_bits: int
 
     @property
     def ties(self) -> int:
-        return len(self.first) - 1
+        return len(self.tied)
 
 
 def _joint_table(coins: Sequence[Coin], shift: int, dtype: type[np.unsignedinteger]) -> _JointTable:
@@ -357,27 +355,15 @@ def _joint_table(coins: Sequence[Coin], shift: int, dtype: type[np.unsignedinteg
         if end & ((1 << scale_bits) - 1):
             within.setdefault(end >> scale_bits, []).append(end)
     inside = sorted(within)
-    tie_flag = np.iinfo(dtype).max ^ (np.iinfo(dtype).max >> 1)
     verdict = (pattern_of << shift).astype(dtype)
+    verdict[inside] = np.iinfo(dtype).max ^ (np.iinfo(dtype).max >> 1)  # the tie flag
     tie_number = np.zeros(_DIGIT, dtype=np.uint16)
-    width = -(-scale_bits // 64)
-    depth = max([len(ends) for ends in within.values()], default=1)
-    rests = np.zeros((len(inside) + 1, depth, width), dtype=np.uint64)
-    valid = np.zeros((len(inside) + 1, depth), dtype=np.bool_)
-    first = np.zeros(len(inside) + 1, dtype=np.int64)
-    for number, u in enumerate(inside, start=1):
-        verdict[u] = tie_flag
-        tie_number[u] = number
-        first[number] = start[u]
-        for d, end in enumerate(within[u]):
-            fraction = (end & ((1 << scale_bits) - 1)) << (64 * width - scale_bits)
-            rests[number, d] = [
-                (fraction >> (64 * (width - 1 - w))) & _MASK64 for w in range(width)
-            ]
-            valid[number, d] = True
-    for array in (verdict, tie_number, first, rests, valid):
+    tie_number[inside] = np.arange(1, len(inside) + 1)
+    low = (1 << scale_bits) - 1
+    tied = tuple((int(start[u]), tuple(end & low for end in within[u])) for u in inside)
+    for array in (verdict, tie_number):
         array.flags.writeable = False
-    return _JointTable(k, shift, verdict, tie_number, first, rests, valid)
+    return _JointTable(k, shift, verdict, tie_number, tied, scale_bits)
 
 
 @dataclass(frozen=True)
@@ -409,8 +395,10 @@ def _joint_tables(coins: tuple[Coin, ...]) -> tuple[tuple[_JointTable, ...], _Ti
         _joint_table(coins[start : start + _JOINT_COINS], start, dtype)
         for start in range(0, len(coins), _JOINT_COINS)
     )
-    depth = max(t.rests.shape[1] for t in tables)
-    width = max(t.rests.shape[2] for t in tables)
+    # Every end as a fraction of its digit's range in ``width`` words, left-aligned (a
+    # shorter fraction padded with zero bits on the right is the same number).
+    width = max(-(-t.fraction_bits // 64) for t in tables)
+    depth = max([len(ends) for t in tables for _, ends in t.tied], default=1)
     rows = 1 + sum(t.ties for t in tables)
     rests = np.zeros((rows, depth, width), dtype=np.uint64)
     valid = np.zeros((rows, depth), dtype=np.bool_)
@@ -421,12 +409,15 @@ def _joint_tables(coins: tuple[Coin, ...]) -> tuple[tuple[_JointTable, ...], _Ti
     row = 1
     for g, t in enumerate(tables):
         offset[g] = row - 1  # tie numbers start at 1
-        here = slice(row, row + t.ties)
-        d, w = t.rests.shape[1:]
-        rests[here, :d, :w] = t.rests[1:]
-        valid[here, :d] = t.valid[1:]
-        first[here], count[here], shift[here] = t.first[1:], t.coins, t.shift
-        row += t.ties
+        for start, ends in t.tied:
+            first[row], count[row], shift[row] = start, t.coins, t.shift
+            for d, end in enumerate(ends):
+                aligned = end << (64 * width - t.fraction_bits)
+                rests[row, d] = [
+                    (aligned >> (64 * (width - 1 - w))) & _MASK64 for w in range(width)
+                ]
+                valid[row, d] = True
+            row += 1
     for array in (offset, rests, valid, first, count, shift):
         array.flags.writeable = False
     return tables, _TieRows(offset, rests, valid, first, count, shift)
