@@ -466,6 +466,9 @@ class DPAccessor:
 
     def _groups(self, columns: Columns, domain: Domain | None, param: str) -> list[Group]:
         """The groupings of ``columns``; ``domain=`` may only name the call's groupings."""
+        # Data without a budget is refused first: a domain error would suggest set_budget on
+        # a frame that may have lost a budgeted ledger on the way (a merge, a concat).
+        self.ledger.require_budget()
         keys = _validation.column_names(columns, param)
         names = [self._backend.column_label(key, param) for key in keys]
         checked = _validation.check_domain_columns(domain, names)
@@ -491,6 +494,9 @@ class DPAccessor:
         self, method: str, max_rows: int | None, max_groups: int | None, grouped: bool
     ) -> _plans.Contribution:
         """The call's contribution bounds, checked against the ledger's privacy unit."""
+        # A frame that lost its ledger (a merge with a plain frame) also lost its unit: say
+        # so, rather than suggest declaring a unit, which would set a second budget.
+        self.ledger.require_budget()
         unit = self.ledger.privacy_unit
         if unit is not None:
             missing = [name for name in unit if name not in self._frame.columns]
@@ -569,6 +575,7 @@ class DPAccessor:
             return []
         if not selecting:
             return self._groups(by, domain, "by")
+        self.ledger.require_budget()  # first, as in _groups
         names = _validation.column_names(by, "by")
         if len(names) != 1:
             raise InvalidParameterError(
@@ -2038,6 +2045,7 @@ class DPAccessor:
         options: _validation.CrosstabOptions,
     ) -> tuple[list[Group], list[Group]]:
         """A crosstab's row and column groupings, checked together (schema only)."""
+        self.ledger.require_budget()  # first, as in _groups
         row_keys = _validation.column_names(index, "index")
         col_keys = _validation.column_names(columns, "columns")
         row_names = [self._backend.column_label(key, "index") for key in row_keys]

@@ -664,6 +664,30 @@ class Ledger:
         --------
         check : The check made on entry.
         """
+        self.require_budget()
+        return Transaction(self, epsilon, delta, rho)
+
+    def require_budget(self) -> None:
+        """Refuse to release from data whose ledger never had a budget set.
+
+        Raises
+        ------
+        BudgetNotSetError
+            When :meth:`set_budget` was never called on this ledger; the message says
+            how a ledger is lost on the way from a budgeted frame.
+
+        See Also
+        --------
+        transaction : Calls this first.
+
+        Examples
+        --------
+        >>> from dpframe._ledger import Ledger
+        >>> Ledger().require_budget()
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetNotSetError: This frame's data has no privacy budget, ...
+        """
         if not self._budget_set:
             raise BudgetNotSetError(
                 "This frame's data has no privacy budget, so dpframe will not release from "
@@ -672,7 +696,6 @@ class Ledger:
                 "class). If you did set a budget on the frame this one came from, the "
                 f"ledger was lost on the way: {_LEDGER_LOST}."
             )
-        return Transaction(self, epsilon, delta, rho)
 
     def charge(
         self,

@@ -635,3 +635,29 @@ def test_narrow_integer_unit_ids_are_never_mistaken_for_missing(dtype: str) -> N
     group = Group("g", pd.Index(["a"]), frame["g"].dtype)
     kept = rows.bounded(["id"], ContributionBounds(1, 1), [group], None).count_table([group])
     assert kept.tolist() == [3]  # one row for each of the three units
+
+
+@pytest.mark.parametrize("dtype", ["float64", "object", "category", "Int64"])
+def test_a_multi_column_unit_with_a_missing_id_has_no_unit(dtype: str) -> None:
+    """A row missing any column of a multi-column unit belongs to no unit: never kept."""
+    frame = pd.DataFrame(
+        {
+            "household": np.repeat(np.arange(6), 2),
+            "member": pd.Series([1, 2] * 6, dtype="float64").astype(dtype),
+            "g": "a",
+        }
+    )
+    frame.loc[[0, 1, 5], "member"] = pd.NA if dtype == "Int64" else np.nan
+    frame.dp.set_budget(epsilon=math.inf, privacy_unit=["household", "member"])
+    rows = backend_for(frame).rows(None)
+    group = Group("g", pd.Index(["a"]), frame["g"].dtype)
+    bounded = rows.bounded(["household", "member"], ContributionBounds(1, 1), [group], None)
+    assert bounded.count_table([group]).tolist() == [9]  # 12 rows, 3 without a unit
+
+
+def test_a_frame_that_lost_its_ledger_in_a_merge_says_so(panel: pd.DataFrame) -> None:
+    """Not "declare a unit", which would put a second budget on the same people."""
+    prices = pd.DataFrame({"year": range(1980, 1988), "cpi": np.linspace(82.0, 113.0, 8)})
+    merged = panel.merge(prices, on="year")  # pandas drops attrs: the ledger is lost
+    with pytest.raises(dpframe.errors.BudgetNotSetError, match="ledger was lost"):
+        merged.dp.count(epsilon=0.5, by="year", max_rows=1, max_groups=8)

@@ -166,7 +166,9 @@ def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.i
                 )
         codes, _ = pd.factorize(column, use_na_sentinel=True)
         return np.asarray(codes)
-    return np.asarray(frame.groupby(list(unit), dropna=True, sort=False).ngroup().to_numpy())
+    numbers = frame.groupby(list(unit), dropna=True, sort=False).ngroup()
+    # A row with a missing id in any unit column has no group (NaN): it has no unit, -1.
+    return np.asarray(numbers.fillna(-1).to_numpy(dtype=np.int64))
 
 
 class PandasBackend:
