@@ -474,6 +474,13 @@ class DPAccessor:
         checked = _validation.check_domain_columns(domain, names)
         return [self._backend.group(name, checked, param) for name in names]
 
+    def _groups_of(self, by: Columns | None, domain: Domain | None) -> list[Group]:
+        """The groupings of ``by`` (none without it: then ``domain=`` must name nothing)."""
+        if by is None:
+            _validation.check_domain_columns(domain, [])  # a forgotten by=?
+            return []
+        return self._groups(by, domain, "by")
+
     @staticmethod
     def _scope(
         method: str,
@@ -571,10 +578,8 @@ class DPAccessor:
 
     def _by_groups(self, by: Columns | None, domain: Domain | None, selecting: bool) -> list[Group]:
         """The groupings of ``by``: declared domains, or keys found in the data for selection."""
-        if by is None:
-            return []
-        if not selecting:
-            return self._groups(by, domain, "by")
+        if by is None or not selecting:
+            return self._groups_of(by, domain)
         self.ledger.require_budget()  # first, as in _groups
         names = _validation.column_names(by, "by")
         if len(names) != 1:
@@ -1315,7 +1320,7 @@ class DPAccessor:
         gaussian = self._gaussian(noise, epsilon, delta, rho, False, statistic)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
-        groups = [] if by is None else self._groups(by, domain, "by")
+        groups = self._groups_of(by, domain)
         contribution = self._contribution(statistic, max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         scope = self._scope(statistic, [column], groups, where, generator)
@@ -1435,7 +1440,7 @@ class DPAccessor:
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
-        groups = [] if by is None else self._groups(by, domain, "by")
+        groups = self._groups_of(by, domain)
         contribution = self._contribution("quantile", max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         checked = _validation.sum_bounds(bounds)
@@ -1566,8 +1571,10 @@ class DPAccessor:
 
         Parameters
         ----------
-        column : column name
-            The column whose keys are counted (its keys come from the declared domain).
+        column : column name or list of column names
+            The column whose keys are counted (its keys come from the declared domain);
+            with several, their combinations, like ``df.value_counts([...])`` (a
+            MultiIndex over every combination of the declared keys).
         epsilon : float
             Privacy budget of this call (> 0).
         normalize : bool, default False
@@ -1670,7 +1677,7 @@ class DPAccessor:
                 spending.drawn(release)
 
         return _tables.value_counts_result(
-            noisy, groups[0], release, bars, normalize, sort, ascending,
+            noisy.reshape(-1), groups, release, bars, normalize, sort, ascending,
             keep_nonnegative,
         )  # fmt: skip
 
@@ -1699,7 +1706,8 @@ class DPAccessor:
             ``{column: (lo, hi)}``: the numeric columns to describe and their declared
             ranges.
         percentiles : sequence of float, default (0.25, 0.5, 0.75)
-            As in pandas.
+            As in pandas: distinct numbers in [0, 1], released in increasing order and
+            labelled as pandas labels them (``"25%"``, ``"33.3%"``); at least one.
         where : str, bool Series or bool array, optional
             Describe only the rows satisfying this condition.
         max_rows : int, optional
@@ -1756,6 +1764,7 @@ class DPAccessor:
         gaussian = self._gaussian(noise, epsilon, delta, rho, False, "describe")
         generator = _validation.rng(rng)
         columns = _validation.describe_bounds(bounds)
+        levels = _validation.describe_percentiles(percentiles)
         for column in columns:
             self._backend.numeric_column(column, "bounds")
         contribution = self._contribution("describe", max_rows, None, False)
@@ -1775,7 +1784,7 @@ class DPAccessor:
             moment = _plans.moment_release(
                 scope, "std", contribution.noise_epsilon(split.epsilon), b, 1, moment_cost
             )
-            quantiles = _plans.quantile_release(scope, per_row, percentiles, b, None)
+            quantiles = _plans.quantile_release(scope, per_row, levels, b, None)
             plans.append((moment, contribution.charged(quantiles)))
 
         with self.ledger.transaction(**split.call_cost(len(columns))) as spending:
@@ -1786,13 +1795,13 @@ class DPAccessor:
                 spending.drawn(*charged)
                 candidates, _ = _quantiles.candidate_cells(columns[column], None)
                 released = mechanisms.quantile_of_counts(
-                    rows.cell_table(column, candidates, []), percentiles, epsilon=per_row,
+                    rows.cell_table(column, candidates, []), levels, epsilon=per_row,
                     bounds=columns[column], rng=generator,
                 )  # fmt: skip
                 spending.drawn(quantiles)
                 stats.append((moment, noisy, released[0]))
 
-        return _tables.describe_result(columns, percentiles, stats, spending.parts, split)
+        return _tables.describe_result(columns, levels, stats, spending.parts, split)
 
     # ------------------------------------------------------------ groupby
 
@@ -1853,7 +1862,7 @@ class DPAccessor:
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
-        groups = [] if by is None else self._groups(by, domain, "by")
+        groups = self._groups_of(by, domain)
         contribution = self._contribution("count", max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("count", [column], groups, where, generator)
@@ -2194,7 +2203,7 @@ class DPAccessor:
         where = _validation.where_in_caller(where)
         params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
         generator = _validation.rng(rng)
-        groups = [] if by is None else self._groups(by, domain, "by")
+        groups = self._groups_of(by, domain)
         contribution = self._contribution("threshold_decision", max_rows, max_groups, bool(groups))
         rows = self._rows(where, groups, contribution, generator)
         cell = contribution.decision_parameters(params)

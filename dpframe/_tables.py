@@ -246,7 +246,7 @@ def quantile_result(
 
 def value_counts_result(
     noisy: NDArray[np.int64],
-    group: Group,
+    groups: Sequence[Group],
     release: Release,
     share_bars: TableBars | None,
     normalize: bool,
@@ -260,7 +260,7 @@ def value_counts_result(
     the noise actually drawn (needed when ``normalize``).
     """
     counts = np.maximum(noisy, 0) if nonnegative else noisy
-    index = labels([group])
+    index = labels(groups)
     post = [*release.post_processing, *(["negative counts set to 0"] if nonnegative else [])]
     details = release.details
     values: NDArray[Any] = counts
@@ -293,6 +293,26 @@ def value_counts_result(
     return series(np.asarray(values), index, name, call_metadata([release]))
 
 
+def percentile_labels(percentiles: Sequence[float]) -> list[str]:
+    """Row labels of percentiles as ``DataFrame.describe`` writes them: ``"25%"``, ``"33.3%"``.
+
+    Whole percents are written as integers; the others with the fewest decimals (at
+    least one) that keep neighbouring percentiles, and 0% and 100%, apart.
+    """
+    percents = 100 * np.asarray(percentiles, dtype=np.float64)
+    whole = np.isclose(percents, np.round(percents))
+    if whole.all():
+        return [f"{round(p)}%" for p in percents.tolist()]
+    unique = np.unique(percents)
+    gaps = np.abs(np.ediff1d(unique, to_begin=unique[0] or None, to_end=(100 - unique[-1]) or None))
+    gaps = gaps[gaps > 0]
+    decimals = max(1, -math.floor(math.log10(float(gaps.min())))) if gaps.size else 1
+    return [
+        f"{round(p)}%" if w else f"{round(p, decimals)}%"
+        for p, w in zip(percents.tolist(), whole.tolist(), strict=True)
+    ]
+
+
 def describe_result(
     columns: Mapping[Hashable, tuple[float, float]],
     percentiles: Sequence[float],
@@ -301,7 +321,7 @@ def describe_result(
     split: DescribeSplit,
 ) -> pd.DataFrame:
     """``describe``'s table from each column's moment parts and percentiles."""
-    rows = ["count", "mean", "std", *(f"{100 * p:.10g}%" for p in percentiles)]
+    rows = ["count", "mean", "std", *percentile_labels(percentiles)]
     table = pd.DataFrame(index=pd.Index(rows), columns=pd.Index(list(columns)), dtype=np.float64)
     intervals: dict[str, JSONValue] = {}
     for column, (moment, noisy, released) in zip(columns, stats, strict=True):

@@ -500,6 +500,11 @@ def check_domain_columns(
             f'{type(call_domain).__name__}. Example: domain={{"Sex": ["F", "M"]}}.'
         )
     unused = [name for name in call_domain if name not in grouped]
+    if unused and not grouped:
+        raise DomainError(
+            f"domain= declares keys for {unused!r}, but this call is not grouped. Group by "
+            f"them (by={unused[0]!r}, a forgotten by=?), or remove domain=."
+        )
     if unused:
         raise DomainError(
             f"domain= declares keys for {unused!r}, which this call does not group by "
@@ -871,6 +876,42 @@ def rng(value: object) -> np.random.Generator | None:
             f"them reproducible and so not private."
         )
     return np.random.default_rng(value)
+
+
+def describe_percentiles(value: object) -> tuple[float, ...]:
+    """``describe``'s ``percentiles=``: distinct numbers in [0, 1], sorted, as pandas reads them.
+
+    pandas refuses duplicates and a scalar, and sorts the rest; an empty list is refused
+    here too, since ``describe`` spends half its budget on the percentiles.
+    """
+    fix = "Pass a list of numbers in [0, 1], like pandas: percentiles=[0.25, 0.5, 0.75]."
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        items = value.tolist()
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = list(value)
+    else:
+        raise InvalidParameterTypeError(f"percentiles must be a list, got {value!r}. {fix}")
+    if not items:
+        raise InvalidParameterError(
+            "percentiles is empty, but describe gives half of each column's budget to "
+            "them; for count, mean and std alone use df.dp.var or df.dp.std, whose "
+            "metadata holds the count and mean parts."
+        )
+    levels = []
+    for item in items:
+        if isinstance(item, bool | np.bool_) or not isinstance(item, numbers.Real):
+            raise InvalidParameterTypeError(
+                f"percentiles must hold numbers, got {item!r} of type {type(item).__name__}. {fix}"
+            )
+        level = float(item)
+        if not 0 <= level <= 1:  # NaN fails too
+            raise InvalidParameterError(f"percentiles must lie in [0, 1], got {item!r}. {fix}")
+        levels.append(level)
+    if len(set(levels)) != len(levels):
+        raise InvalidParameterError(
+            f"percentiles cannot contain duplicates (as in pandas), got {items!r}."
+        )
+    return tuple(sorted(levels))
 
 
 def describe_bounds(value: object) -> dict[Hashable, tuple[float, float]]:

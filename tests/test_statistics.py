@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,75 @@ def test_describe_is_laid_out_like_pandas_without_min_and_max(df: pd.DataFrame) 
         "Age": {"count, mean, std": 1.0, "percentiles": 1.0},
         "Earnings": {"count, mean, std": 1.0, "percentiles": 1.0},
     }
+
+
+@pytest.mark.parametrize(
+    "percentiles",
+    [[1 / 3, 0.1234567], np.array([0.75, 0.25]), [0.001, 0.0011], [Fraction(1, 3)], (0.0, 1.0)],
+)
+def test_describe_reads_and_labels_percentiles_like_pandas(
+    df: pd.DataFrame, percentiles: Any
+) -> None:
+    noisy = df.dp.describe(epsilon=4.0, bounds={"Age": (0, 100)}, percentiles=percentiles)
+    levels = [float(p) for p in percentiles]  # pandas cannot format a Fraction's label
+    truth = df[["Age"]].describe(percentiles=levels).drop(index=["min", "max"])
+    pd.testing.assert_index_equal(noisy.index, truth.index)
+
+
+@pytest.mark.parametrize(
+    ("percentiles", "error"),
+    [
+        (0.5, InvalidParameterTypeError),
+        ("0.5", InvalidParameterTypeError),
+        ([True], InvalidParameterTypeError),
+        ([0.5, 0.5], InvalidParameterError),
+        ([0.25, Fraction(1, 4)], InvalidParameterError),
+        ([], InvalidParameterError),
+        ([1.5], InvalidParameterError),
+        ([math.nan], InvalidParameterError),
+    ],
+)
+def test_describe_refuses_bad_percentiles_before_charging(
+    df: pd.DataFrame, percentiles: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        df.dp.describe(epsilon=1.0, bounds={"Age": (0, 100)}, percentiles=percentiles)
+    assert df.dp.ledger.spent.epsilon == 0
+
+
+@pytest.mark.parametrize("options", [{}, {"normalize": True}, {"ascending": True}, {"sort": False}])
+def test_value_counts_of_several_columns_like_dataframe_value_counts(
+    df: pd.DataFrame, options: dict[str, bool]
+) -> None:
+    # At epsilon 100 a geometric draw is nonzero with probability about 2e-44: the exact table.
+    noisy = df.dp.value_counts(["Sex", "Married"], epsilon=100.0, **options)
+    truth = df.value_counts(["Sex", "Married"], **options)
+    assert noisy.name == truth.name
+    assert noisy.index.names == truth.index.names
+    if options.get("sort", True):  # pandas orders unsorted combinations as found in the data
+        assert np.array_equal(noisy.to_numpy(), truth.to_numpy())
+    pd.testing.assert_series_equal(
+        noisy.sort_index(), truth.sort_index(), check_index_type=False, check_dtype=False
+    )
+    assert dpframe.release_info(noisy)["by"] == ["Sex", "Married"]
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        lambda d: d.dp.count(epsilon=1.0, domain={"Sex": ["F", "M"]}),
+        lambda d: d.dp.sum("Age", epsilon=1.0, bounds=(0, 100), domain={"Sex": ["F", "M"]}),
+        lambda d: d.dp.mean("Age", epsilon=1.0, bounds=(0, 100), domain={"Sex": ["F", "M"]}),
+        lambda d: d.dp.median("Age", epsilon=1.0, bounds=(0, 100), domain={"Sex": ["F", "M"]}),
+        lambda d: d.dp.threshold_decision(min_count=5, epsilon=1.0, domain={"Sex": ["F", "M"]}),
+    ],
+)
+def test_a_domain_without_by_is_refused_before_charging(
+    df: pd.DataFrame, release: Callable[[pd.DataFrame], object]
+) -> None:
+    with pytest.raises(dpframe.errors.DomainError, match="forgotten by="):
+        release(df)
+    assert df.dp.ledger.spent.epsilon == 0
 
 
 def test_groupby_mirrors_dataframe_groupby(df: pd.DataFrame) -> None:
