@@ -380,12 +380,13 @@ class DPAccessor:
         validate = _merge_validate(kwargs.pop("validate", None), _same_ledger(ledger, right))
         try:
             merged = frame.merge(right, validate=validate, **kwargs)
-        except pd.errors.MergeError as error:
+        except pd.errors.MergeError:
+            # pandas' message lists the duplicated keys (ids, values): none is shown.
             raise PrivacyUnitError(
-                f"{error}: with validate={validate!r} each row of this frame must match at "
-                f"most one row of the other, so that every person keeps one row. Make the "
-                f"other frame's keys unique first (e.g. drop_duplicates(subset=...))."
-            ) from error
+                f"the merge keys repeat (pandas' validate={validate!r} check failed): a row of "
+                f"this frame could match several rows, and one person would get several rows. "
+                f"Make the keys unique first (e.g. drop_duplicates(subset=...)). {_PANEL_HINT}"
+            ) from None
         _attrs.attach(merged, ledger)
         return merged
 
@@ -446,11 +447,13 @@ class DPAccessor:
         validate = _merge_validate(kwargs.pop("validate", None), same_data)
         try:
             joined = frame.join(other, validate=validate, **kwargs)
-        except pd.errors.MergeError as error:
+        except pd.errors.MergeError:
+            # pandas' message lists the duplicated keys (ids, values): none is shown.
             raise PrivacyUnitError(
-                f"{error}: each row of this frame must match at most one row of the other "
-                f"(validate={validate!r}), so that every person keeps one row."
-            ) from error
+                f"the join keys repeat (pandas' validate={validate!r} check failed): a row of "
+                f"this frame could match several rows, and one person would get several rows. "
+                f"{_PANEL_HINT}"
+            ) from None
         _attrs.attach(joined, ledger)
         return joined
 
@@ -2201,10 +2204,18 @@ class DPAccessor:
         True
         """
         where = _validation.where_in_caller(where)
-        params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
-        generator = _validation.rng(rng)
         groups = self._groups_of(by, domain)
         contribution = self._contribution("threshold_decision", max_rows, max_groups, bool(groups))
+        if method == "cutoff" and contribution.bounds is not None:
+            # The call's delta pays for every cell a unit touches: ask for what they need
+            # (more than the single decision check below would ask for).
+            _decisions.check_cutoff_cells(
+                _validation.epsilon(epsilon),
+                _validation.delta(delta),
+                contribution.bounds.max_groups,
+            )
+        params = _decisions.check_parameters(min_count, epsilon, delta, method, p)
+        generator = _validation.rng(rng)
         rows = self._rows(where, groups, contribution, generator)
         cell = contribution.decision_parameters(params)
         scope = self._scope("threshold_decision", [], groups, where, generator)
@@ -2276,6 +2287,13 @@ def _check_unit_self_merge(unit: tuple[Hashable, ...], kwargs: Mapping[str, Any]
             f"unit's values, which no bound on this unit limits. Merge on them: "
             f"df.dp.merge(other, on={list(unit)!r} + [...])."
         )
+
+
+_PANEL_HINT = (
+    "If the data holds several rows per person (a panel, households), declare the person "
+    'instead, df.dp.set_budget(..., privacy_unit="person_id"): each release then bounds '
+    "what one person contributes, and merges may repeat rows."
+)
 
 
 def _merge_validate(validate: object, same_data: bool) -> _Validate:

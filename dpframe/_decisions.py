@@ -90,6 +90,31 @@ def _cutoff_delta(epsilon: Fraction) -> Fraction:
     return 1 - Fraction(exp_decimal(-epsilon))
 
 
+def check_cutoff_cells(epsilon: Fraction, delta: Fraction, cells: int) -> None:
+    """Refuse ``method="cutoff"`` when ``delta`` cannot pay for every cell one unit touches.
+
+    With a privacy unit in ``cells`` cells, each cell decides at ``epsilon / cells`` and
+    spends ``1 - exp(-epsilon / cells)`` of delta: the call needs ``cells`` times that,
+    which is 1 or more when ``cells`` is large (then no delta below 1 can pay for it).
+    """
+    needed = cells * _cutoff_delta(epsilon / cells)
+    if delta >= needed * (1 - SAFETY_MARGIN):
+        return
+    per_cell = f"1 - exp(-epsilon / {cells}) = {float(needed / cells):.6g}"
+    if needed >= 1:
+        raise InvalidParameterError(
+            f"method='cutoff' cannot decide for units in up to {cells} cells at "
+            f"epsilon={show(epsilon)}: each cell spends delta = {per_cell}, {cells} times "
+            f"that is {float(needed):.6g}, and delta must be below 1. Use method='laplace' "
+            f"or 'generalized', or a smaller max_groups."
+        )
+    raise InvalidParameterError(
+        f"method='cutoff' spends delta in each of the up to {cells} cells one unit "
+        f"contributes to: {per_cell} each, {float(needed):.6g} in all. To accept that, pass "
+        f"delta={_rounded_up(needed)}; otherwise use method='laplace' or 'generalized'."
+    )
+
+
 def _rounded_up(x: Fraction) -> str:
     """``x`` rounded up to three significant digits, for a suggestion in a message."""
     ctx = decimal.Context(prec=3, rounding=decimal.ROUND_CEILING)

@@ -675,7 +675,7 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
                 f"where={where!r} could not be evaluated on the frame "
                 f"({type(exc).__name__}: check its column names and types). Use a pandas "
                 f'expression such as where="Age >= 18" or a boolean Series.'
-            ) from exc
+            ) from None  # pandas' own message may quote values of the data
     if isinstance(where, pd.Series):
         if not where.index.equals(frame.index):
             raise InvalidParameterError(

@@ -599,9 +599,19 @@ def test_merging_a_public_table_keeps_the_budget() -> None:
 def test_merges_that_could_repeat_a_person_are_refused() -> None:
     people = pd.DataFrame({"id": range(4), "region": list("NNSS")})
     people.dp.set_budget(epsilon=1.0)
-    lookup = pd.DataFrame({"region": ["N", "N", "S"], "code": [1, 2, 3]})  # N twice
-    with pytest.raises(PrivacyUnitError, match="not unique"):
-        people.dp.merge(lookup, on="region")
+    lookup = pd.DataFrame({"region": ["Nord", "Nord", "S"], "code": [1, 2, 3]})  # Nord twice
+    people["region"] = people["region"].replace({"N": "Nord"})
+    for combine in (
+        lambda: people.dp.merge(lookup, on="region"),
+        lambda: people.dp.join(lookup.set_index("region"), on="region"),
+    ):
+        with pytest.raises(PrivacyUnitError, match="keys repeat") as refused:
+            combine()
+        # pandas names the repeated keys (ids, values of the data): the refusal does not,
+        # nor does a chained cause.
+        assert "Nord" not in str(refused.value)
+        assert refused.value.__cause__ is None
+        assert refused.value.__suppress_context__
     with pytest.raises(PrivacyUnitError, match="several rows"):
         people.dp.merge(lookup, on="region", validate="one_to_many")
     with pytest.raises(PrivacyUnitError, match="cross"):

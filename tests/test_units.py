@@ -661,3 +661,24 @@ def test_a_frame_that_lost_its_ledger_in_a_merge_says_so(panel: pd.DataFrame) ->
     merged = panel.merge(prices, on="year")  # pandas drops attrs: the ledger is lost
     with pytest.raises(dpframe.errors.BudgetNotSetError, match="ledger was lost"):
         merged.dp.count(epsilon=0.5, by="year", max_rows=1, max_groups=8)
+
+
+def test_cutoff_decisions_ask_for_the_delta_of_every_cell_a_unit_touches(
+    panel: pd.DataFrame,
+) -> None:
+    panel = pd.DataFrame({name: panel[name].to_numpy() for name in panel.columns})
+    panel.dp.set_budget(
+        epsilon=10.0, delta=0.9, privacy_unit="nr", domains={"year": range(1980, 1988)}
+    )
+    decide: dict[str, Any] = {"min_count": 300, "method": "cutoff", "by": "year"}
+    with pytest.raises(InvalidParameterError, match="cannot decide") as refused:
+        panel.dp.threshold_decision(epsilon=2.0, delta=0.87, max_rows=1, max_groups=8, **decide)
+    assert "pass delta" not in str(refused.value)
+    # Two cells at epsilon 0.5: 2 * (1 - exp(-0.25)) = 0.4424 in all; the advice is enough.
+    with pytest.raises(InvalidParameterError, match=r"pass delta=0\.443"):
+        panel.dp.threshold_decision(epsilon=0.5, delta=0.2, max_rows=1, max_groups=2, **decide)
+    assert panel.dp.ledger.spent.epsilon == 0
+    decided = panel.dp.threshold_decision(
+        epsilon=0.5, delta=0.443, max_rows=1, max_groups=2, **decide
+    )
+    assert decided.dtype == bool
