@@ -111,7 +111,7 @@ def _sum_result(
     """A released sum: a float, or a Series over the groups' (chosen) keys."""
     if not groups:
         return _results.real(float(noisy[0]), info)
-    return _results.series(noisy, _tables.labels(groups)[chosen], str(column), info)
+    return _results.series(noisy, _tables.labels(groups)[chosen], column, info)
 
 
 def _noisy_units(
@@ -1352,7 +1352,7 @@ class DPAccessor:
         info = call_metadata(spending.parts, summary)
         if not groups:
             return _results.real(float(estimate.estimate[0]), info)
-        return _results.series(estimate.estimate, _tables.labels(groups), str(column), info)
+        return _results.series(estimate.estimate, _tables.labels(groups), column, info)
 
     def quantile(
         self,
@@ -1423,6 +1423,10 @@ class DPAccessor:
         (:func:`dpframe.mechanisms.quantile_of_counts`). The error bar is in ranks
         (``rank_error_bound``) plus the grid's ``value_resolution``; clamping bias is
         not covered. Groups hold disjoint rows, so one ``epsilon`` covers all of them.
+        A rank bar tells little about values where a group has few rows: in a group with
+        no rows every candidate has rank error 0, and the released value is uniform over
+        the candidates (unlike :meth:`mean`, a quantile spends nothing on a count that
+        could tell an empty group; release one with :meth:`count` when it matters).
 
         References
         ----------
@@ -1879,9 +1883,7 @@ class DPAccessor:
             spending.drawn(release)
 
         counts = np.rint(noisy).astype(np.int64)
-        return _results.series(
-            counts, _tables.labels(groups), str(column), call_metadata([release])
-        )
+        return _results.series(counts, _tables.labels(groups), column, call_metadata([release]))
 
     # ------------------------------------------------------------ crosstab
 
@@ -1918,7 +1920,7 @@ class DPAccessor:
             (``df.dp.crosstab(df["Occupation"], df["Sex"], ...)`` works too).
         epsilon : float
             Privacy budget spent by this release (> 0).
-        values : column name, optional
+        values : column name or Series of the frame, optional
             With ``aggfunc="sum"`` and ``bounds``: release clamped sums per cell instead
             of counts.
         aggfunc : {"sum"}, optional
@@ -2005,6 +2007,8 @@ class DPAccessor:
         """
         gaussian = self._gaussian(noise, epsilon, delta, rho, False, "crosstab")
         generator = _validation.rng(rng)
+        if values is not None:  # pd.crosstab(..., values=df["wage"]): a column of the frame
+            values = self._backend.column_label(values, "values")
         options = _validation.crosstab_options(
             values, aggfunc, bounds, margins, margins_name, normalize, nonnegative, dropna,
             rownames, colnames,

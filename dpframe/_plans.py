@@ -829,7 +829,9 @@ def quantile_release(
         bounds=(float(bounds[0]), float(bounds[1])),
         error_bound_covers=(
             "noise only, in ranks: rank_error_bound ranks of q n, plus value_resolution for "
-            "the grid; values clamped into the bounds, so clamping bias is not included"
+            "the grid; values clamped into the bounds, so clamping bias is not included. "
+            "Ranks say little about values in a group of few rows: in a group with no rows "
+            "every candidate is at rank error 0, and the release is uniform over them"
         ),
         details=(
             ("q", [float(x) for x in np.atleast_1d(np.asarray(q, dtype=np.float64))]),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Hashable
 from typing import Any, overload
 
 import pandas as pd
@@ -178,7 +179,7 @@ def decision(value: bool, metadata: dict[str, JSONValue]) -> DPBool:
 
 
 def series(
-    values: NDArray[Any], index: pd.Index, name: str, metadata: dict[str, JSONValue]
+    values: NDArray[Any], index: pd.Index, name: Hashable, metadata: dict[str, JSONValue]
 ) -> pd.Series[Any]:
     """A released Series over a declared domain."""
     out = pd.Series(values, index=index, name=name)

@@ -228,7 +228,7 @@ def quantile_result(
     """
     scalar = np.ndim(q) == 0
     qs = pd.Index(np.atleast_1d(np.asarray(q, dtype=np.float64)))
-    name = str(column)
+    name = column
     if not groups:
         if scalar:
             return real(float(released[0, 0]), info)

@@ -532,6 +532,20 @@ def test_margins_of_sum_tables_at_any_epsilon(df: pd.DataFrame, epsilon: float) 
     assert bars[0, -1] > bars[0, 0]
 
 
+def test_crosstab_values_may_be_a_column_of_the_frame_as_in_pd_crosstab(
+    df: pd.DataFrame,
+) -> None:
+    sums = {"aggfunc": "sum", "bounds": (0, 150_000), "epsilon": 0.5}
+    by_series = df.dp.crosstab(df["Occupation"], df["Sex"], values=df["Earnings"], **sums)
+    by_name = df.dp.crosstab("Occupation", "Sex", values="Earnings", **sums)
+    pd.testing.assert_index_equal(by_series.index, by_name.index)
+    assert dpframe.release_info(by_series)["columns"] == dpframe.release_info(by_name)["columns"]
+    spent = df.dp.ledger.spent.epsilon
+    with pytest.raises(InvalidParameterError, match="not a column of this frame"):
+        df.dp.crosstab("Occupation", "Sex", values=df["Earnings"] * 2, **sums)
+    assert df.dp.ledger.spent.epsilon == spent
+
+
 def test_a_failed_auto_bounds_estimate_is_still_charged() -> None:
     frame = budgeted(pd.DataFrame({"x": [1.0, 2.0, 3.0]}))  # too few rows to occupy any bin
     frame.dp.set_budget(epsilon=1.0)

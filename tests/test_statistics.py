@@ -352,3 +352,21 @@ def test_median_speed_path_uses_one_pass(df: pd.DataFrame, monkeypatch: pytest.M
     monkeypatch.setattr(mechanisms, "quantile_of_counts", spy)
     df.dp.median("Age", epsilon=1.0, bounds=(0, 100), by="Sex")
     assert calls == [(2, 4097)]  # one table of exact counts, both groups at once
+
+
+def test_integer_column_labels_name_results_as_pandas_does() -> None:
+    """pandas keeps a column label's type in a result's name (0, not '0')."""
+    frame = pd.DataFrame({0: np.arange(100.0), 1: np.tile([0, 1], 50)})
+    frame.dp.set_budget(epsilon=math.inf, domains={1: [0, 1]})
+    exact = frame.groupby(1)[0]
+    releases = {
+        "sum": frame.dp.sum(0, epsilon=1.0, bounds=(0, 100), by=1),
+        "mean": frame.dp.mean(0, epsilon=1.0, bounds=(0, 100), by=1),
+        "var": frame.dp.var(0, epsilon=1.0, bounds=(0, 100), by=1),
+        "quantile": frame.dp.quantile(0, [0.5], epsilon=1.0, bounds=(0, 100), by=1),
+    }
+    for name, noisy in releases.items():
+        truth = getattr(exact, name)([0.5]) if name == "quantile" else getattr(exact, name)()
+        assert noisy.name == truth.name == 0
+    alone = frame.dp.quantile(0, [0.5], epsilon=1.0, bounds=(0, 100))
+    assert alone.name == frame[0].quantile([0.5]).name == 0
