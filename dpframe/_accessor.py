@@ -511,12 +511,18 @@ class DPAccessor:
         if unit is not None:
             missing = [name for name in unit if name not in self._frame.columns]
             if missing:
+                in_index = [name for name in missing if name in self._frame.index.names]
+                fix = (
+                    f"it is in the index: release from df.reset_index(), which makes "
+                    f"{in_index!r} columns again."
+                    if in_index
+                    else f'select them with the others, df[["person_id", "wage"]]; a Series '
+                    f'has lost them: use df.dp.{method}(...) rather than df["wage"].dp.{method}.'
+                )
                 raise PrivacyUnitError(
                     f"this data's privacy unit is {list(unit)!r}, but this frame lacks "
-                    f"{missing!r}, so no release can bound what one unit contributes. "
-                    f"Release from a frame that keeps the unit's columns (select them with "
-                    f'the others, df[["person_id", "wage"]]; a Series has lost them: use '
-                    f'df.dp.{method}("wage", ...) rather than df["wage"].dp.{method}).'
+                    f"{missing!r} as columns, so no release can bound what one unit "
+                    f"contributes. Release from a frame that keeps the unit's columns: {fix}"
                 )
         return _plans.contribution(unit, max_rows, max_groups, grouped, method)
 

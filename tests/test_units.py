@@ -552,6 +552,8 @@ def test_bad_bounds_are_refused(panel: pd.DataFrame, bad: object) -> None:
 def test_a_frame_that_lost_the_unit_column_is_refused(panel: pd.DataFrame) -> None:
     with pytest.raises(PrivacyUnitError, match="lacks"):
         panel[["year", "wage"]].dp.mean("wage", epsilon=0.5, bounds=(0, 5), max_rows=8)
+    with pytest.raises(PrivacyUnitError, match=r"in the index: release from df\.reset_index"):
+        panel.set_index(["nr", "year"]).dp.mean("wage", epsilon=0.5, bounds=(0, 5), max_rows=8)
     with pytest.raises(PrivacyUnitError, match="Series"):
         panel["wage"].dp.mean(epsilon=0.5, bounds=(0, 5))
     assert panel.dp.ledger.spent.epsilon == 0
