@@ -1870,8 +1870,9 @@ class DPAccessor:
         max_rows: int | None,
         max_groups: int | None,
         rng: RNGLike | None,
-    ) -> pd.Series[int]:
-        """Noisy number of non-missing values of ``column`` per group (``count()``)."""
+    ) -> pd.Series[int] | _results.DPInt:
+        """Noisy number of non-missing values of ``column`` per group (``count()``): a
+        Series over the groups, or an int without ``by``."""
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
         values = self._backend.numeric_column(column, "column")
@@ -1889,6 +1890,8 @@ class DPAccessor:
             spending.drawn(release)
 
         counts = np.rint(noisy).astype(np.int64)
+        if not groups:
+            return _results.integer(int(counts[0]), call_metadata([release]))
         return _results.series(counts, _tables.labels(groups), column, call_metadata([release]))
 
     # ------------------------------------------------------------ crosstab

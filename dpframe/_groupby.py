@@ -9,12 +9,20 @@ or not (pandas' ``observed=False``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal, localcontext
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
-from dpframe import _results, _validation
+from dpframe import _plans, _quantiles, _results, _validation
+from dpframe._backends import SumGrid
+from dpframe._budget import exact_text
+from dpframe._composition import RefusedCostError
+from dpframe._moments import Statistic
 from dpframe._release import JSONValue
 from dpframe._typing import (
     Bounds,
@@ -26,12 +34,15 @@ from dpframe._typing import (
     RNGLike,
     Where,
 )
-from dpframe.errors import InvalidParameterError
+from dpframe.errors import BudgetExceededError, InvalidParameterError
 
 if TYPE_CHECKING:
     from dpframe._accessor import DPAccessor
 
 __all__ = ["DPGroupBy", "DPSeriesGroupBy"]
+
+#: The moments among them, as :func:`dpframe._plans.moment_release` names them.
+_MOMENTS: dict[str, Statistic] = {"mean": "mean", "var": "var", "std": "std"}
 
 #: The statistics ``agg`` knows, and whether each needs ``bounds``.
 _AGGREGATIONS = {
@@ -84,6 +95,54 @@ class DPGroupBy:
             )
         return DPSeriesGroupBy(self._accessor, self._by, self._domain, column)
 
+    def count(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """Refused: pandas' ``df.groupby(by).count()`` counts every column; select one.
+
+        Parameters
+        ----------
+        *args, **kwargs
+            Ignored: the call is refused whatever they are.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Never: the call always raises.
+
+        Raises
+        ------
+        InvalidParameterError
+            Always, naming the two releases that answer the question.
+
+        See Also
+        --------
+        DPSeriesGroupBy.count : Non-missing values of one column per group.
+        size : Rows per group.
+
+        Notes
+        -----
+        ``DataFrameGroupBy.count()`` counts the non-missing values of each column, and
+        each column's counts would be a release of its own, with its own share of the
+        budget: dpframe asks for the column, so the cost is visible in the call.
+
+        Examples
+        --------
+        >>> import dpframe
+        >>> from dpframe.datasets import CENSUS_DOMAINS, census
+        >>> df = census(100, rng=0)
+        >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+        >>> df.dp.groupby("Sex").count(epsilon=0.5)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.InvalidParameterError: df.dp.groupby(by).count() would count ...
+        """
+        raise InvalidParameterError(
+            "df.dp.groupby(by).count() would count the non-missing values of every column, "
+            "each a release of its own; select the column, "
+            f"df.dp.groupby({self._by!r})[column].count(epsilon=...), or count the rows "
+            f"per group with df.dp.groupby({self._by!r}).size(epsilon=...). Nothing was "
+            f"charged."
+        )
+
     def size(
         self,
         *,
@@ -123,11 +182,17 @@ class DPGroupBy:
         Returns
         -------
         pandas.Series
-            The counts over the declared domain.
+            The counts over the declared domain, unnamed like ``df.groupby(by).size()``.
 
         See Also
         --------
         DPAccessor.count : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.count` with ``by``: one row is in one group, so
+        the whole Series is ``epsilon``-DP (or ``rho``-zCDP) for one row, or for one
+        unit with ``max_rows`` and ``max_groups``.
 
         Examples
         --------
@@ -135,11 +200,12 @@ class DPGroupBy:
         >>> from dpframe.datasets import CENSUS_DOMAINS, census
         >>> df = census(1000, rng=0)
         >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
-        >>> len(df.dp.groupby(["Sex", "Married"]).size(epsilon=0.5))
-        10
+        >>> sizes = df.dp.groupby(["Sex", "Married"]).size(epsilon=0.5)
+        >>> len(sizes), sizes.name
+        (10, None)
         """
         where = _validation.where_in_caller(where)
-        return self._accessor.count(
+        result = self._accessor.count(
             epsilon=epsilon,
             noise=noise,
             rho=rho,
@@ -151,6 +217,7 @@ class DPGroupBy:
             max_groups=max_groups,
             rng=rng,
         )
+        return _renamed(result, None)
 
 
 class DPSeriesGroupBy:
@@ -246,8 +313,10 @@ class DPSeriesGroupBy:
         'Age'
         """
         where = _validation.where_in_caller(where)
-        return self._accessor._count_present(
-            self._column, epsilon=epsilon, **self._common(where, max_rows, max_groups, rng)
+        return _as_series(
+            self._accessor._count_present(
+                self._column, epsilon=epsilon, **self._common(where, max_rows, max_groups, rng)
+            )
         )
 
     def size(
@@ -289,11 +358,17 @@ class DPSeriesGroupBy:
         Returns
         -------
         pandas.Series
-            The counts over the declared domain.
+            The counts over the declared domain, named after the column like
+            ``df.groupby(by)[column].size()``.
 
         See Also
         --------
         count : Non-missing values per group.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.count` with ``by``: ``epsilon``-DP (or
+        ``rho``-zCDP) for one row, or for one unit with ``max_rows`` and ``max_groups``.
 
         Examples
         --------
@@ -302,10 +377,10 @@ class DPSeriesGroupBy:
         >>> df = census(1000, rng=0)
         >>> df.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
         >>> df.dp.groupby("Sex")["Age"].size(epsilon=0.5).name
-        'count'
+        'Age'
         """
         where = _validation.where_in_caller(where)
-        return self._accessor.count(
+        result = self._accessor.count(
             epsilon=epsilon,
             noise=noise,
             rho=rho,
@@ -317,6 +392,7 @@ class DPSeriesGroupBy:
             max_groups=max_groups,
             rng=rng,
         )
+        return _renamed(result, self._column)
 
     def sum(
         self,
@@ -732,9 +808,13 @@ class DPSeriesGroupBy:
         self,
         functions: Sequence[str],
         *,
-        epsilon: PrivacyAmount,
+        epsilon: PrivacyAmount | None = None,
         bounds: Bounds | None = None,
+        candidates: Sequence[float] | None = None,
         where: Where = None,
+        noise: NoiseKind = "geometric",
+        rho: PrivacyAmount | None = None,
+        delta: PrivacyAmount = 0.0,
         max_rows: int | None = None,
         max_groups: int | None = None,
         rng: RNGLike | None = None,
@@ -751,8 +831,18 @@ class DPSeriesGroupBy:
             (exactly, as fractions): each is its own release on the same rows.
         bounds : (lo, hi), optional
             Declared range of one value, needed by every statistic but the counts.
+        candidates : sequence of float, optional
+            The grid ``"median"`` is chosen from (as in :meth:`median`).
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        noise : {"geometric", "gaussian"}, default "geometric"
+            Geometric noise (pure epsilon-DP) or discrete Gaussian noise (zCDP) for every
+            statistic; ``"count"`` and ``"median"`` take geometric noise only.
+        rho : float, optional
+            With ``noise="gaussian"``: the zCDP cost of the whole call, split evenly
+            between the statistics (or give ``epsilon`` and ``delta``).
+        delta : float, default 0.0
+            With ``noise="gaussian"`` and ``epsilon``: the delta of the whole cost.
         max_rows : int, optional
             Required on a frame with a privacy unit: the most rows one unit may
             contribute to one group (rows beyond it are dropped at random).
@@ -760,13 +850,20 @@ class DPSeriesGroupBy:
             Required on a frame with a privacy unit: the most groups one unit may
             contribute to.
         rng : numpy Generator or seed, optional
-            For teaching and tests only.
+            For teaching and tests only (one generator serves every statistic).
 
         Returns
         -------
         pandas.DataFrame
             One column per statistic, one row per declared group;
             :func:`dpframe.release_info` lists each statistic's release under ``parts``.
+
+        Raises
+        ------
+        InvalidParameterError, InvalidParameterTypeError
+            For a bad parameter of any statistic (nothing is charged).
+        BudgetExceededError
+            When the statistics together do not fit in what remains (nothing is charged).
 
         See Also
         --------
@@ -775,8 +872,12 @@ class DPSeriesGroupBy:
         Notes
         -----
         The statistics read the same rows, so their costs add (sequential composition);
-        ``epsilon`` is the total. A statistic that fails after others were released
-        leaves them charged, as with separate calls.
+        ``epsilon`` (or ``rho``) is the total, and the call is ``epsilon``-DP (or
+        ``rho``-zCDP). Every parameter of every statistic is checked, and the plan of
+        each release built, before the first is drawn; then the ledger checks the
+        statistics one after the other, each as its own release (on a zCDP budget each
+        pure statistic of ``epsilon / k`` counts ``(epsilon / k)**2 / 2``, not the whole
+        ``epsilon**2 / 2``), so a refused call charges nothing and draws nothing.
 
         Examples
         --------
@@ -787,37 +888,198 @@ class DPSeriesGroupBy:
         >>> table = df.dp.groupby("Sex")["Age"].agg(["count", "mean"], epsilon=0.5, bounds=(0, 100))
         >>> list(table.columns)
         ['count', 'mean']
+        >>> df.dp.groupby("Sex")["Age"].agg(["mean", "median"], epsilon=0.6, bounds=(0, 100))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetExceededError: agg releases 2 statistics ...
+        >>> float(df.dp.ledger.remaining.epsilon)
+        0.5
         """
         where = _validation.where_in_caller(where)
         names = _aggregations(functions, bounds)
-        share = _validation.epsilon(epsilon) / len(names)
-        self._accessor.ledger.check(_validation.epsilon(epsilon))  # the whole cost, up front
+        generator = _validation.rng(rng)
+        plan = self._agg_plan(
+            names, epsilon, bounds, candidates, where, noise, rho, delta, max_rows, max_groups,
+            generator,
+        )  # fmt: skip
+        _check_agg_cost(self._accessor, plan)
         columns: dict[str, pd.Series[Any]] = {}
         for name in names:
             method = getattr(self, name)
             kwargs: dict[str, Any] = {
-                "epsilon": share,
                 "where": where,
                 "max_rows": max_rows,
                 "max_groups": max_groups,
-                "rng": rng,
+                "rng": generator,
             }
+            if plan.gaussian:
+                kwargs.update(noise="gaussian", rho=plan.share)
+            else:
+                kwargs["epsilon"] = plan.share
             if _AGGREGATIONS[name]:
                 kwargs["bounds"] = bounds
+            if name == "median" and candidates is not None:
+                kwargs["candidates"] = candidates
             columns[name] = method(**kwargs)
         table = pd.DataFrame(columns)
         parts: list[JSONValue] = [_results.release_info(s) for s in columns.values()]
+        share = plan.share
+        measure = "rho" if plan.gaussian else "epsilon"
         info: dict[str, JSONValue] = {
             "method": "agg",
             "columns": [str(self._column)],
             "statistics": list(columns),
-            "epsilon": float(share * len(names)),
-            "epsilon_exact": str(share * len(names)),
+            measure: float(share * len(names)),
+            f"{measure}_exact": str(share * len(names)),
             "split": {name: float(share) for name in columns},
             "parts": parts,
             "private": all(isinstance(p, dict) and p.get("private") is True for p in parts),
         }
         return _results.frame(table, info)
+
+    def _agg_plan(
+        self,
+        names: Sequence[str],
+        epsilon: PrivacyAmount | None,
+        bounds: Bounds | None,
+        candidates: Sequence[float] | None,
+        where: Where,
+        noise: NoiseKind,
+        rho: PrivacyAmount | None,
+        delta: PrivacyAmount,
+        max_rows: int | None,
+        max_groups: int | None,
+        generator: np.random.Generator | None,
+    ) -> _AggPlan:
+        """Check every parameter of every statistic of ``agg`` and plan each release.
+
+        The same validators and plans as the accessor's methods, run before anything is
+        drawn: a statistic that would refuse its share refuses the whole call here.
+        """
+        accessor = self._accessor
+        gaussian = accessor._gaussian(noise, epsilon, delta, rho, False, "agg")
+        if gaussian is None and _validation.delta(delta):
+            raise InvalidParameterError(
+                "delta is the delta of a Gaussian cost given as epsilon and delta; "
+                "geometric noise is pure epsilon-DP: drop delta, or pass noise='gaussian'."
+            )
+        geometric_only = [name for name in names if name in ("count", "median")]
+        if gaussian is not None and geometric_only:
+            raise InvalidParameterError(
+                f"agg with noise='gaussian' cannot release {geometric_only!r}: 'count' (of "
+                f"non-missing values) and 'median' (report-noisy-max) take geometric noise "
+                f"only. Use 'size' for rows per group, or release {geometric_only!r} in "
+                f"a call of their own with epsilon=."
+            )
+        checked = None if bounds is None else _validation.sum_bounds(bounds)
+        grid = None
+        if candidates is not None:
+            if "median" not in names or checked is None:
+                raise InvalidParameterError(
+                    "candidates is the grid 'median' is chosen from; agg lists no median: "
+                    "drop candidates."
+                )
+            grid, _ = _quantiles.candidate_cells(checked, candidates)
+        if any(name != "size" for name in names):
+            accessor._backend.numeric_column(self._column, "column")
+        groups = accessor._groups(self._by, self._domain, "by")
+        contribution = accessor._contribution(
+            f"groupby({self._by!r})[{self._column!r}].agg", max_rows, max_groups, True
+        )
+        accessor._backend.rows(where)  # checks where= against the frame
+        count = len(names)
+        share = None if gaussian is not None else _validation.epsilon(epsilon) / count
+        part_cost = None if gaussian is None else _plans.Gaussian(gaussian.rho / count, None)
+        for name in names:
+            scope = accessor._scope(name, [self._column], groups, where, generator)
+            if part_cost is not None:
+                sums = None if checked is None else SumGrid.for_bounds(*checked)
+                if name in ("size", "sum"):
+                    _plans.gaussian_release(scope, part_cost, contribution, grid=sums)
+                elif checked is not None:
+                    moment = (part_cost, contribution)
+                    _plans.moment_release(scope, _MOMENTS[name], Fraction(0), checked, 1, moment)
+                continue
+            per_row = contribution.noise_epsilon(share or Fraction(0))
+            if name in ("count", "size"):
+                _plans.count_release(scope, per_row)
+            elif checked is None:  # pragma: no cover - _aggregations asks for bounds
+                raise InvalidParameterError("internal error: agg without bounds")
+            elif name == "sum":
+                _plans.check_sum_epsilon(per_row)
+                _plans.sum_release(scope, per_row, SumGrid.for_bounds(*checked))
+            elif name == "median":
+                _plans.quantile_release(scope, per_row, 0.5, checked, grid)
+            else:
+                _plans.moment_release(scope, _MOMENTS[name], per_row, checked, 1)
+        if part_cost is not None:
+            return _AggPlan(count, part_cost.rho, gaussian=True)
+        return _AggPlan(count, share or Fraction(0), gaussian=False)
+
+
+@dataclass(frozen=True)
+class _AggPlan:
+    """What ``agg`` releases: ``count`` statistics, each at ``share`` (a rho if ``gaussian``)."""
+
+    count: int
+    share: Fraction
+    gaussian: bool
+
+
+def _check_agg_cost(accessor: DPAccessor, plan: _AggPlan) -> None:
+    """Refuse, charging nothing, an ``agg`` whose statistics do not all fit in the budget.
+
+    The ledger checks each statistic as a release of its own (:meth:`Ledger.transaction`),
+    so price exactly that sequence: before the first zCDP release of an (epsilon,
+    delta) budget, pure statistics add their epsilon; in a zCDP account (a rho budget,
+    or after the first zCDP release), each costs ``share**2 / 2``; zCDP statistics add
+    their rho in both cases (the first opens the account, which holds the sum).
+    """
+    ledger = accessor.ledger
+    share = plan.share
+    if plan.gaussian:
+        ledger.check(rho=share * plan.count)
+        return
+    total = share * plan.count
+    left = ledger.remaining
+    try:
+        if left.rho is None:  # basic composition (or unlimited): the epsilons add
+            ledger.check(total)
+        else:  # a zCDP account: each pure statistic counts as share**2 / 2
+            ledger.check(rho=plan.count * share * share / 2)
+    except RefusedCostError as error:
+        if left.rho is None:
+            most = exact_text(left.epsilon if left.epsilon is not None else Fraction(0))
+            counted = ""
+        else:
+            most = _largest_epsilon_text(plan.count * Fraction(left.rho))
+            counted = (
+                f" (on a zCDP account each statistic's epsilon={exact_text(share)} counts as "
+                f"epsilon**2/2, {exact_text(plan.count * share * share / 2)} in all)"
+            )
+        raise BudgetExceededError(
+            f"agg releases {plan.count} statistics at epsilon={exact_text(share)} each "
+            f"(epsilon={exact_text(total)} in all){counted}, but {error.reason}. Nothing "
+            f"was charged. Ask for epsilon <= {most} for the whole agg, or release fewer "
+            f"statistics; a budget, once set, cannot be raised."
+        ) from error
+
+
+def _largest_epsilon_text(rho: Fraction) -> str:
+    """``sqrt(2 * rho)`` rounded down to 6 significant digits, as text.
+
+    With ``rho = k * left``: the largest total epsilon of ``k`` equal pure statistics,
+    whose zCDP cost ``k * (epsilon / k)**2 / 2 = epsilon**2 / (2 k)`` fits ``left``.
+    """
+    value = rho
+    if value <= 0:
+        return "0"
+    with localcontext() as ctx:
+        ctx.prec = 30
+        ctx.rounding = ROUND_FLOOR
+        root = (2 * Decimal(value.numerator) / Decimal(value.denominator)).sqrt()
+        shown = root.quantize(Decimal(1).scaleb(root.adjusted() - 5), rounding=ROUND_FLOOR)
+    return f"{shown.normalize():f}"
 
 
 def _aggregations(functions: object, bounds: object) -> list[str]:
@@ -840,6 +1102,17 @@ def _aggregations(functions: object, bounds: object) -> list[str]:
             f"{[f for f in functions if _AGGREGATIONS[f]]!r}."
         )
     return list(functions)
+
+
+def _renamed(result: pd.Series[Any], name: Hashable | None) -> pd.Series[Any]:
+    """A released Series under pandas' name, its release metadata kept (post-processing)."""
+    if result.name == name:
+        return result
+    info = _results.release_info(result)
+    out = result.copy()
+    out.name = name
+    _results._tag(out, info)
+    return out
 
 
 def _as_series(result: object) -> pd.Series[Any]:

@@ -2,12 +2,15 @@
 
 Each method is :class:`~dpframe.DPAccessor`'s, on the Series as a one-column frame: the
 Series shares its frame's ledger (pandas carries ``attrs`` from ``df`` to ``df["wages"]``
-and on to ``to_frame()``), so every release spends the frame's budget.
+and on to ``to_frame()``), so every release spends the frame's budget. A Series holds no
+other column: when the data has a privacy unit, a Series without the unit's column cannot
+bound what one unit contributes, and every release from it is refused (release from the
+frame, ``df.dp.mean("wages", ..., max_rows=...)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -16,7 +19,7 @@ from dpframe import _results, _validation
 from dpframe._accessor import DPAccessor
 from dpframe._ledger import Ledger
 from dpframe._typing import Bounds, PrivacyAmount, RNGLike, Where
-from dpframe.errors import InvalidParameterTypeError
+from dpframe.errors import InvalidParameterTypeError, PrivacyUnitError
 
 __all__ = ["DPSeriesAccessor"]
 
@@ -36,7 +39,10 @@ class DPSeriesAccessor:
     Notes
     -----
     The guarantees are :class:`~dpframe.DPAccessor`'s: neighbouring data sets differ by
-    one row; each method states its sensitivity.
+    one row; each method states its sensitivity. On data with a privacy unit a Series has
+    lost the unit's column (unless it is that column), so its releases are refused with
+    :class:`~dpframe.errors.PrivacyUnitError`: release from the frame, with ``max_rows``.
+    Results are labelled like pandas' (an unnamed Series gives unnamed results).
 
     Examples
     --------
@@ -55,12 +61,30 @@ class DPSeriesAccessor:
             raise InvalidParameterTypeError(
                 f"the Series accessor needs a pandas Series, got {type(series).__name__}."
             )
-        self._name = "values" if series.name is None else series.name
+        #: pandas' name of the Series (None when unnamed), given to the results.
+        self._series_name: Hashable | None = series.name
+        #: The column label of the one-column frame the releases read.
+        self._name: Hashable = "values" if series.name is None else series.name
         self._frame = series.to_frame(self._name)
 
     @property
     def _dp(self) -> DPAccessor:
         return DPAccessor(self._frame)
+
+    def _check_unit(self, method: str, grouped: bool = False) -> None:
+        """Refuse, before anything else, a release from a Series that lost the privacy unit."""
+        unit = self._dp.ledger.privacy_unit
+        if unit is None or all(name in self._frame.columns for name in unit):
+            return
+        bounds = "max_rows=..., max_groups=..." if grouped else "max_rows=..."
+        raise PrivacyUnitError(
+            f"this data's privacy unit is {list(unit)!r}, and a Series holds only its own "
+            f"values, not the unit's column(s), so no release from it can bound what one "
+            f"unit contributes (and a release at the cost of one row would spend more than "
+            f"it records). Release from the frame, which keeps the unit's column, with the "
+            f"same arguments and the unit's bounds: df.dp.{method}({self._name!r}, ..., "
+            f"{bounds}). Nothing was charged."
+        )
 
     @property
     def ledger(self) -> Ledger:
@@ -87,9 +111,10 @@ class DPSeriesAccessor:
         epsilon: PrivacyAmount,
         where: Where = None,
         nonnegative: bool = False,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPInt:
-        """Noisy number of rows (:meth:`DPAccessor.count`).
+        """Noisy number of non-missing values, like ``Series.count()``.
 
         Parameters
         ----------
@@ -99,29 +124,58 @@ class DPSeriesAccessor:
             Count only the rows satisfying this condition.
         nonnegative : bool, default False
             Set a negative noisy count to 0.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
         Returns
         -------
         DPInt
-            The noisy count.
+            The noisy number of values that are not missing (NaN, NA, None), as pandas'
+            ``Series.count()`` counts them; rows with a missing value are not counted.
+
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
 
         See Also
         --------
-        DPAccessor.count : The same release.
+        DPAccessor.count : Rows of a frame, missing values included.
+        DPSeriesGroupBy.count : Non-missing values per group.
+
+        Notes
+        -----
+        :meth:`DPAccessor.count` of the rows whose value is present: whether a row is
+        counted depends on that row alone, so the count has sensitivity 1 and the release
+        is ``epsilon``-DP (exact geometric noise).
 
         Examples
         --------
+        >>> import numpy as np
+        >>> import pandas as pd
         >>> import dpframe
-        >>> from dpframe.datasets import census
-        >>> df = census(100, rng=0)
-        >>> df.dp.set_budget(epsilon=1.0)
-        >>> isinstance(df["Age"].dp.count(epsilon=0.5), int)
+        >>> df = pd.DataFrame({"wage": [3.0, np.nan, 5.0, 8.0]})
+        >>> df.dp.set_budget(epsilon=100.0)
+        >>> df["wage"].count()
+        np.int64(3)
+        >>> isinstance(df["wage"].dp.count(epsilon=50.0), int)
         True
         """
         where = _validation.where_in_caller(where)
-        return self._dp.count(epsilon=epsilon, where=where, nonnegative=nonnegative, rng=rng)
+        self._check_unit("count")
+        present = self._frame[self._name].notna()
+        frame = self._frame[present]
+        if where is not None and not isinstance(where, str):
+            # the same checks the accessor makes, on the Series' rows; then its kept rows
+            mask = _validation.where_mask(self._frame, where)
+            kept = present.to_numpy() if mask is None else mask[present.to_numpy()]
+            where = pd.Series(kept, index=frame.index) if isinstance(where, pd.Series) else kept
+        return DPAccessor(frame).count(
+            epsilon=epsilon, where=where, nonnegative=nonnegative, max_rows=max_rows, rng=rng
+        )
 
     def sum(
         self,
@@ -129,6 +183,7 @@ class DPSeriesAccessor:
         epsilon: PrivacyAmount,
         bounds: Bounds,
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat:
         """Noisy clamped sum (:meth:`DPAccessor.sum`).
@@ -141,6 +196,9 @@ class DPSeriesAccessor:
             Declared range of one value.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -149,9 +207,19 @@ class DPSeriesAccessor:
         DPFloat
             The noisy sum.
 
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
+
         See Also
         --------
         DPAccessor.sum : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.sum`: ``epsilon``-DP for one row, sensitivity
+        ``max(|lo|, |hi|)``.
 
         Examples
         --------
@@ -163,7 +231,10 @@ class DPSeriesAccessor:
         True
         """
         where = _validation.where_in_caller(where)
-        return self._dp.sum(self._name, epsilon=epsilon, bounds=bounds, where=where, rng=rng)
+        self._check_unit("sum")
+        return self._dp.sum(
+            self._name, epsilon=epsilon, bounds=bounds, where=where, max_rows=max_rows, rng=rng
+        )
 
     def mean(
         self,
@@ -171,6 +242,7 @@ class DPSeriesAccessor:
         epsilon: PrivacyAmount,
         bounds: Bounds,
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat:
         """Noisy mean (:meth:`DPAccessor.mean`).
@@ -183,6 +255,9 @@ class DPSeriesAccessor:
             Declared range of one value.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -191,9 +266,18 @@ class DPSeriesAccessor:
         DPFloat
             The noisy mean.
 
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
+
         See Also
         --------
         DPAccessor.mean : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.mean`: ``epsilon``-DP for one row.
 
         Examples
         --------
@@ -205,7 +289,10 @@ class DPSeriesAccessor:
         True
         """
         where = _validation.where_in_caller(where)
-        result = self._dp.mean(self._name, epsilon=epsilon, bounds=bounds, where=where, rng=rng)
+        self._check_unit("mean")
+        result = self._dp.mean(
+            self._name, epsilon=epsilon, bounds=bounds, where=where, max_rows=max_rows, rng=rng
+        )
         return _scalar(result)
 
     def var(
@@ -215,6 +302,7 @@ class DPSeriesAccessor:
         bounds: Bounds,
         ddof: int = 1,
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat:
         """Noisy variance (:meth:`DPAccessor.var`).
@@ -229,6 +317,9 @@ class DPSeriesAccessor:
             Delta degrees of freedom.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -237,9 +328,18 @@ class DPSeriesAccessor:
         DPFloat
             The noisy variance.
 
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
+
         See Also
         --------
         DPAccessor.var : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.var`: ``epsilon``-DP for one row.
 
         Examples
         --------
@@ -251,9 +351,11 @@ class DPSeriesAccessor:
         True
         """
         where = _validation.where_in_caller(where)
+        self._check_unit("var")
         result = self._dp.var(
-            self._name, epsilon=epsilon, bounds=bounds, ddof=ddof, where=where, rng=rng
-        )
+            self._name, epsilon=epsilon, bounds=bounds, ddof=ddof, where=where,
+            max_rows=max_rows, rng=rng,
+        )  # fmt: skip
         return _scalar(result)
 
     def std(
@@ -263,6 +365,7 @@ class DPSeriesAccessor:
         bounds: Bounds,
         ddof: int = 1,
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat:
         """Noisy standard deviation (:meth:`DPAccessor.std`).
@@ -277,6 +380,9 @@ class DPSeriesAccessor:
             Delta degrees of freedom.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -285,9 +391,18 @@ class DPSeriesAccessor:
         DPFloat
             The noisy standard deviation.
 
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
+
         See Also
         --------
         DPAccessor.std : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.std`: ``epsilon``-DP for one row.
 
         Examples
         --------
@@ -299,9 +414,11 @@ class DPSeriesAccessor:
         True
         """
         where = _validation.where_in_caller(where)
+        self._check_unit("std")
         result = self._dp.std(
-            self._name, epsilon=epsilon, bounds=bounds, ddof=ddof, where=where, rng=rng
-        )
+            self._name, epsilon=epsilon, bounds=bounds, ddof=ddof, where=where,
+            max_rows=max_rows, rng=rng,
+        )  # fmt: skip
         return _scalar(result)
 
     def quantile(
@@ -312,6 +429,7 @@ class DPSeriesAccessor:
         bounds: Bounds,
         candidates: Sequence[float] | None = None,
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat | pd.Series[float]:
         """Noisy quantile(s) (:meth:`DPAccessor.quantile`).
@@ -328,17 +446,30 @@ class DPSeriesAccessor:
             The grid the release is chosen from.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
         Returns
         -------
         DPFloat or pandas.Series
-            Like ``Series.quantile``.
+            Like ``Series.quantile``: a Series indexed by ``q``, named like this Series.
+
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
 
         See Also
         --------
         DPAccessor.quantile : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.quantile` (report-noisy-max): ``epsilon``-DP for
+        one row.
 
         Examples
         --------
@@ -350,10 +481,14 @@ class DPSeriesAccessor:
         [0.1, 0.9]
         """
         where = _validation.where_in_caller(where)
-        return self._dp.quantile(
+        self._check_unit("quantile")
+        result = self._dp.quantile(
             self._name, q, epsilon=epsilon, bounds=bounds, candidates=candidates,
-            where=where, rng=rng,
+            where=where, max_rows=max_rows, rng=rng,
         )  # fmt: skip
+        if isinstance(result, pd.Series):
+            return _relabelled(result, self._series_name, result.index.name)
+        return result
 
     def median(
         self,
@@ -362,6 +497,7 @@ class DPSeriesAccessor:
         bounds: Bounds,
         candidates: Sequence[float] | None = None,
         where: Where = None,
+        max_rows: int | None = None,
         rng: RNGLike | None = None,
     ) -> _results.DPFloat:
         """Noisy median (:meth:`DPAccessor.median`).
@@ -376,6 +512,9 @@ class DPSeriesAccessor:
             The grid the release is chosen from.
         where : str, bool Series or bool array, optional
             Use only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may contribute.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
@@ -384,9 +523,19 @@ class DPSeriesAccessor:
         DPFloat
             The noisy median.
 
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
+
         See Also
         --------
         DPAccessor.median : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.median` (report-noisy-max): ``epsilon``-DP for
+        one row.
 
         Examples
         --------
@@ -398,9 +547,10 @@ class DPSeriesAccessor:
         True
         """
         where = _validation.where_in_caller(where)
+        self._check_unit("median")
         result = self._dp.median(
             self._name, epsilon=epsilon, bounds=bounds, candidates=candidates, where=where,
-            rng=rng,
+            max_rows=max_rows, rng=rng,
         )  # fmt: skip
         return _scalar(result)
 
@@ -415,6 +565,8 @@ class DPSeriesAccessor:
         nonnegative: bool = False,
         domain: Sequence[object] | None = None,
         where: Where = None,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]:
         """Noisy ``value_counts`` over the declared keys (:meth:`DPAccessor.value_counts`).
@@ -437,17 +589,33 @@ class DPSeriesAccessor:
             The declared keys of this column, for this call.
         where : str, bool Series or bool array, optional
             Count only the rows satisfying this condition.
+        max_rows : int, optional
+            Only for the privacy unit's own column (any other Series of data with a
+            privacy unit is refused): the most rows one unit may add to one key.
+        max_groups : int, optional
+            With ``max_rows``: the most keys one unit may appear under.
         rng : numpy Generator or seed, optional
             For teaching and tests only.
 
         Returns
         -------
         pandas.Series
-            Like ``Series.value_counts()``, over every declared key.
+            Like ``Series.value_counts()``, over every declared key; its index is named
+            like this Series.
+
+        Raises
+        ------
+        PrivacyUnitError
+            When the data has a privacy unit and this Series is not its column.
 
         See Also
         --------
         DPAccessor.value_counts : The same release.
+
+        Notes
+        -----
+        The release of :meth:`DPAccessor.value_counts`: one row is under one key, so the
+        counts are ``epsilon``-DP together (parallel composition).
 
         Examples
         --------
@@ -459,11 +627,28 @@ class DPSeriesAccessor:
         2
         """
         where = _validation.where_in_caller(where)
-        return self._dp.value_counts(
+        self._check_unit("value_counts", grouped=True)
+        result = self._dp.value_counts(
             self._name, epsilon=epsilon, normalize=normalize, sort=sort, ascending=ascending,
-            dropna=dropna, nonnegative=nonnegative, where=where, rng=rng,
+            dropna=dropna, nonnegative=nonnegative, where=where, max_rows=max_rows,
+            max_groups=max_groups, rng=rng,
             domain=None if domain is None else {self._name: domain},
         )  # fmt: skip
+        return _relabelled(result, result.name, self._series_name)
+
+
+def _relabelled(
+    result: pd.Series[Any], name: Hashable | None, index_name: Hashable | None
+) -> pd.Series[Any]:
+    """``result`` named like pandas' (post-processing of labels only), metadata kept."""
+    if result.name == name and result.index.name == index_name:
+        return result
+    info = _results.release_info(result)
+    out = result.copy()
+    out.name = name
+    out.index = out.index.rename(index_name)
+    _results._tag(out, info)
+    return out
 
 
 def _scalar(result: object) -> _results.DPFloat:

