@@ -893,3 +893,159 @@ def test_a_failing_partition_charges_nothing(
     assert word_counter.words == 0
     assert ddf.dp.ledger.spent.epsilon == 0
     assert math.isinf(ddf.dp.ledger.total.epsilon)
+
+
+# ---------------------------------------------------------------- equal data, different ledgers
+#
+# Dask names dd.from_pandas(frame) by a token of the frame's content and gives equal names
+# one shared expression (with the metadata of the first one built): without the ledger in
+# that token, a budgeted frame whose data equals an earlier unbudgeted one's lost its
+# budget, and a budget set on it next was found by every later frame of equal data.
+
+
+def _raw_panel(seed: int) -> pd.DataFrame:
+    """545 people over 8 yearly waves (the shape of plm's Males panel), no ledger."""
+    gen = np.random.default_rng(seed)
+    years = np.tile(np.arange(1980, 1988), 545)
+    return pd.DataFrame(
+        {
+            "nr": np.repeat(np.arange(545), 8),
+            "year": years,
+            "exper": gen.integers(0, 20, size=years.size),
+            "wage": gen.normal(1.6, 0.5, size=years.size),
+            "ethn": np.repeat(gen.choice(["other", "black", "hisp"], size=545), 8).astype(object),
+        }
+    )
+
+
+YEARS = {"year": range(1980, 1988)}
+# A count by year with max_rows=1, max_groups=8 has sensitivity 8: at epsilon 1500
+# (epsilon / sensitivity = 187.5, below the cap of 200) the noise is 0 except with
+# probability below 1e-80 per cell, so releases read exact counts.
+UNIT_EXACT_EPSILON = 1500.0
+BY_YEAR: dict[str, Any] = {"by": "year", "max_rows": 1, "max_groups": 8}
+
+CONSTRUCTORS: dict[str, Callable[[pd.DataFrame], Any]] = {
+    "from_pandas": lambda f: dd.from_pandas(f, npartitions=3),
+    "from_pandas, sort=False": lambda f: dd.from_pandas(f, npartitions=3, sort=False),
+    "from_pandas, chunksize": lambda f: dd.from_pandas(f, chunksize=1000),
+    "from_pandas of a Series": lambda f: dd.from_pandas(f["nr"], npartitions=3).to_frame(),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTRUCTORS))
+def test_equal_data_with_another_ledger_or_none_is_another_dask_frame(
+    name: str, client: Any
+) -> None:
+    construct, raw = CONSTRUCTORS[name], _raw_panel(next(_SEEDS))
+    early = construct(raw.copy())  # equal data without a ledger, seen first
+    panel = raw.copy()
+    panel.dp.set_budget(epsilon=1.0, privacy_unit="nr")
+    lazy = construct(panel)
+    assert lazy.dp.ledger is panel.dp.ledger
+    other = raw.copy()
+    other.dp.set_budget(epsilon=2.0, privacy_unit="nr")
+    assert construct(other).dp.ledger is other.dp.ledger
+    lazy.dp.count(epsilon=0.25, max_rows=8)
+    assert panel.dp.ledger.spent.epsilon == Fraction(1, 4)
+    lazy.dp.set_budget(epsilon=0.5, privacy_unit="nr")  # lowers panel's budget, no other
+    assert panel.dp.ledger.total.epsilon == Fraction(1, 2)
+    assert other.dp.ledger.total.epsilon == 2
+    assert other.dp.ledger.spent.epsilon == 0
+    # Frames of equal data that never had a budget find none: releases are refused.
+    for unbudgeted in (early, construct(raw.copy())):
+        with pytest.raises(dpframe.errors.BudgetNotSetError):
+            unbudgeted.dp.count(epsilon=0.1, max_rows=8)
+        assert unbudgeted.dp.ledger is not panel.dp.ledger
+    # Equal data with the same ledger still shares one expression, hence the ledger.
+    assert construct(panel.copy()).dp.ledger is panel.dp.ledger
+
+
+def test_a_budget_set_through_dask_is_not_found_by_a_budgeted_frame_of_equal_data(
+    client: Any,
+) -> None:
+    raw = _raw_panel(next(_SEEDS))
+    first = dd.from_pandas(raw.copy(), npartitions=3)
+    first.dp.set_budget(epsilon=1.0)  # stamped on first's expression, whose token has none
+    panel = raw.copy()
+    panel.dp.set_budget(epsilon=1.0, privacy_unit="nr")
+    lazy = dd.from_pandas(panel, npartitions=3)
+    assert lazy.dp.ledger is panel.dp.ledger
+    lazy.dp.count(epsilon=0.5, **BY_YEAR, domain=YEARS)
+    assert panel.dp.ledger.spent.epsilon == Fraction(1, 2)
+    assert first.dp.ledger.spent.epsilon == 0
+    assert first.dp.ledger.privacy_unit is None
+
+
+def test_files_written_from_a_budgeted_frame_keep_its_ledger_after_equal_data(
+    client: Any, tmp_path: Path
+) -> None:
+    raw = _raw_panel(next(_SEEDS))
+    seen = dd.from_pandas(raw.copy(), npartitions=3)  # equal data, seen first
+    assert not seen.dp.ledger.budget_set  # and given a ledger with no budget
+    panel = raw.copy()
+    panel.dp.set_budget(epsilon=1.0, privacy_unit="nr")
+    back = _parquet_round_trip(dd.from_pandas(panel, npartitions=3), tmp_path / "files")
+    assert back.dp.ledger is panel.dp.ledger
+    back.dp.count(epsilon=0.5, max_rows=8)
+    assert panel.dp.ledger.spent.epsilon == Fraction(1, 2)
+    assert not seen.dp.ledger.budget_set
+
+
+# ---------------------------------------------------------------- merges of unit data
+
+
+def test_a_self_merge_on_the_units_column_releases_as_on_pandas(client: Any) -> None:
+    raw = _raw_panel(next(_SEEDS))
+    lazy = dd.from_pandas(raw.copy(), npartitions=3)
+    lazy.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
+    local = raw.copy()
+    local.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
+    # On the unit and the year (the README's merge), and on the unit alone: each of a
+    # person's rows meets all 8 of that person's rows, and bounding keeps one per year.
+    for on in (["nr", "year"], ["nr"]):
+        merged = lazy.merge(lazy[[*on, "exper"]].rename(columns={"exper": "e2"}), on=on)
+        expected = local.dp.merge(local[[*on, "exper"]].rename(columns={"exper": "e2"}), on=on)
+        counts = merged.dp.count(epsilon=UNIT_EXACT_EPSILON, **BY_YEAR)
+        assert counts.tolist() == [545] * 8
+        assert expected.dp.count(epsilon=UNIT_EXACT_EPSILON, **BY_YEAR).tolist() == [545] * 8
+        where = merged.dp.count(epsilon=UNIT_EXACT_EPSILON, where=merged["e2"] >= 10, **BY_YEAR)
+        exact = expected[expected["e2"] >= 10].groupby("year")["nr"].nunique()
+        assert where.tolist() == exact.reindex(range(1980, 1988), fill_value=0).tolist()
+    assert lazy.dp.ledger.spent.epsilon == 4 * UNIT_EXACT_EPSILON
+
+
+SELF_MERGES_OFF_THE_UNIT: dict[str, Callable[[Any], Any]] = {
+    "on another column": lambda f: f.merge(f[["year", "exper"]], on="year"),
+    "on differently named columns": lambda f: f.merge(
+        f[["nr", "year"]].rename(columns={"nr": "n2"}), left_on="nr", right_on="n2"
+    ),
+    "on the index": lambda f: f[["nr", "year"]].join(f[["wage"]]),
+    "on part of a two-column unit": lambda f: f.merge(f[["nr", "exper"]], on="nr"),
+}
+
+
+@pytest.mark.parametrize("name", list(SELF_MERGES_OFF_THE_UNIT))
+def test_a_self_merge_off_the_units_columns_is_refused(name: str, client: Any) -> None:
+    # Validity twin of the test above: these pair rows of different units (pandas'
+    # df.dp.merge refuses them too), so their rows carry values no unit bound limits.
+    lazy = dd.from_pandas(_raw_panel(next(_SEEDS)), npartitions=3)
+    unit = ["nr", "ethn"] if name == "on part of a two-column unit" else "nr"
+    lazy.dp.set_budget(epsilon=10.0, privacy_unit=unit, domains=YEARS)
+    merged = SELF_MERGES_OFF_THE_UNIT[name](lazy)
+    for call in (
+        lambda: merged.dp.count(epsilon=1.0, max_rows=8),
+        lambda: merged.dp.sum("wage", epsilon=1.0, bounds=(0, 5), max_rows=8),
+    ):
+        _refuses(client, lazy, call, PrivacyUnitError, "privacy unit's columns")
+    assert lazy.dp.ledger.spent.epsilon == 0
+
+
+def test_a_two_column_unit_with_a_missing_id_drops_those_rows(client: Any) -> None:
+    raw = _raw_panel(next(_SEEDS))
+    raw.loc[raw["nr"] % 7 == 0, "ethn"] = np.nan  # these people's rows belong to no unit
+    for dtype in ("object", "category"):
+        lazy = dd.from_pandas(raw.astype({"ethn": dtype}), npartitions=4)
+        lazy.dp.set_budget(epsilon=math.inf, privacy_unit=["nr", "ethn"], domains=YEARS)
+        counts = lazy.dp.count(epsilon=UNIT_EXACT_EPSILON, **BY_YEAR)
+        assert counts.tolist() == [int((raw["nr"] % 7 != 0).sum()) // 8] * 8

@@ -47,12 +47,28 @@ parent's. Dask needs more than that:
   stamped on what the frame was derived from, up to the inputs of a concat or merge;
 * a ledger with no budget (made when ``.dp`` was used on a frame that had none) has
   charged nothing, so next to a budgeted ledger in the same tree it is ignored:
-  reading ``u.dp.ledger`` does not break ``dd.concat([a, u])``.
+  reading ``u.dp.ledger`` does not break ``dd.concat([a, u])``;
+* Dask names ``dd.from_pandas(frame)`` (also of a Series, with ``sort=False`` or
+  ``chunksize=``, and the pandas frames Dask wraps itself: ``from_dict``, the pandas
+  side of a merge) by a token of the content, and equal names are one expression,
+  with the metadata of the first one built. So this module extends Dask's token of a
+  pandas DataFrame or Series that carries a ledger with the ledger's id
+  (:class:`_LedgerToken`, registered on ``dask.base.normalize_token``): equal data
+  with another ledger, or with none, is another expression, and
+  ``dd.from_pandas(frame)`` always carries ``frame``'s own ledger. Data without a
+  ledger keeps Dask's token, and equal data with the same ledger one expression.
 
 One person, one row: through a ``dd.concat``, ``merge`` or ``join`` of two frames
 derived from the same budgeted data (``dd.concat([a, a[a.Age > 60]])``, a frame merged
 with its own aggregates), a person's row can appear several times and a count would
-move by more than one. The tree shows it, and such frames are refused.
+move by more than one. The tree shows it, and without a privacy unit such frames are
+refused. With a privacy unit, every release bounds each unit's rows (``max_rows=``,
+``max_groups=``), so repeated rows are allowed, as in pandas: a concat, and a merge
+that pairs rows on equal values of all the unit's columns (``on=["nr", ...]``, or
+``left_on`` equal to ``right_on``: Dask cannot tell them apart). A merge of the data
+with itself on other keys, on the index (``join``), on differently named columns or
+with ``merge_asof`` can put another unit's values in a unit's rows, which no bound on
+that unit limits: it is refused, as ``df.dp.merge`` refuses it on pandas frames.
 
 Dask's expression optimizer drops the inputs of a ``dd.concat`` that hold none of the
 selected columns, with their rows, and raises ``IndexError`` when none is left
@@ -64,9 +80,11 @@ Shared ledger (tested): filters (``ddf[ddf.Age >= 18]``, ``query``), column sele
 ``set_index``, ``shuffle``, ``sample``, ``copy``, ``repartition``, ``map_partitions``
 (with or without ``meta=``), ``optimize``, ``persist`` (also after a column selection
 or a filter), frames derived *before* the budget was set, a second ``dd.read_parquet``
-of the same files (or ``dd.from_pandas`` of equal data) while a frame of the first is
-alive (Dask reuses the expression: equal inputs share one budget), ``dd.from_pandas``
-of a budgeted pandas frame, ``compute()`` of a ``dd.from_pandas`` frame (its
+of the same files (or ``dd.from_pandas`` of equal data with the same ledger, or of
+equal data without one) while a frame of the first is alive (Dask reuses the
+expression: equal inputs share one budget), ``dd.from_pandas`` of a budgeted pandas
+frame (also when equal data without a budget, or with another, was seen first: each
+keeps its own ledger), ``compute()`` of a ``dd.from_pandas`` frame (its
 partitions carry the handle), a parquet round trip of a ``dd.from_pandas`` frame
 (each file stores its partition's handle; ``read_parquet`` reconnects to the live
 ledger); and the combinations of a budgeted frame with inputs that carry no ledger:
@@ -80,9 +98,10 @@ Refused (tested): with :class:`~dpframe.errors.LedgerConflictError`, ``dd.concat
 and ``merge`` of frames with different ledgers (raised by pandas while Dask builds the
 metadata), and a release from a frame holding columns (``assign``) or operands
 (``a + b``) of a frame with another budget, or with a ``where=`` filter built from
-one; with :class:`~dpframe.errors.InvalidParameterError`, a release from a frame that
-can repeat a person's row (above); with :class:`~dpframe.errors.BudgetNotSetError`,
-a release from frames none of whose inputs has a budget.
+one; with :class:`~dpframe.errors.PrivacyUnitError`, a release from a frame that
+can repeat a person's row, or with a privacy unit pair rows of two units (above);
+with :class:`~dpframe.errors.BudgetNotSetError`, a release from frames none of whose
+inputs has a budget.
 
 Not covered (Dask gives no hook):
 
@@ -106,25 +125,31 @@ Not covered (Dask gives no hook):
   keys): merge only on keys that are unique in the other input;
 * reading the same files again after every frame of the first read was garbage
   collected builds new metadata, hence a new ledger, as re-reading a file in pandas
-  does.
+  does;
+* a budget set on a Dask frame built from data without one (``dd.from_pandas(raw)``,
+  then ``.dp.set_budget``) is stamped on an expression named by the content alone, so
+  while that frame lives, ``dd.from_pandas`` of equal data without a budget is the
+  same expression and spends the same budget (one budget for the same people: never
+  more privacy than charged, but ``set_budget`` on either lowers both). Set the budget
+  on the pandas frame before ``dd.from_pandas`` to give equal data separate budgets.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-from dask.base import compute
+from dask.base import compute, normalize_token
 from dask.delayed import delayed
 from numpy.typing import NDArray
 
-from dpframe import _attrs, _validation
+from dpframe import _attrs, _persistence, _validation
 from dpframe._accessor import DPAccessor
 from dpframe._backends import Group, SumGrid, register_backend
 from dpframe._backends.bounding import ContributionBounds
@@ -153,6 +178,49 @@ _UNKNOWN_CATEGORIES = "__UNKNOWN_CATEGORIES__"
 
 
 _Carrier = pd.DataFrame | pd.Series  # a pandas object whose ``attrs`` may hold a ledger handle
+
+
+def _ledger_id(carrier: _Carrier) -> str | None:
+    """The id of the ledger ``carrier.attrs`` holds (a handle or a saved record), else None.
+
+    Never raises: it runs inside Dask's tokenization, where a malformed record is left
+    for :func:`dpframe._attrs.ledger_of` to refuse when the frame is released from.
+    """
+    value = carrier.attrs.get(_attrs.ATTRS_KEY)
+    if isinstance(value, _attrs._LedgerHandle):
+        return value.ledger.id
+    return _persistence.record_id(value)
+
+
+@dataclass(frozen=True)
+class _LedgerToken:
+    """Dask's token of a pandas DataFrame or Series, extended with the id of its ledger.
+
+    Dask names ``dd.from_pandas(frame)`` (and ``from_dict``, the pandas side of a merge,
+    ``assign`` of a pandas Series...) by a token of the frame's content, and gives equal
+    names one shared expression, with the metadata of the first one built. Without the
+    ledger in the token, ``dd.from_pandas(budgeted)`` after ``dd.from_pandas(equal data
+    without a budget)`` was the earlier expression: the budget was lost, and a budget
+    set on it next was found by every later frame of equal data. With it, equal data
+    with different ledgers (or none) gives different expressions; equal data with the
+    same ledger still shares one. Data without a ledger keeps Dask's own token.
+    """
+
+    content_token: Callable[[Any], Any]  # the function Dask registered for this type
+
+    def __call__(self, obj: _Carrier) -> Any:
+        content = self.content_token(obj)
+        ledger_id = _ledger_id(obj)
+        return content if ledger_id is None else [content, "dpframe-ledger", ledger_id]
+
+
+def _register_tokenization() -> None:
+    """Make Dask's tokens of pandas frames and Series name their ledger (once)."""
+    for kind in (pd.DataFrame, pd.Series):
+        # dispatch also runs Dask's lazy registration of its pandas tokens.
+        current = normalize_token.dispatch(kind)  # type: ignore[no-untyped-call]  # dask: unannotated
+        if not isinstance(current, _LedgerToken):
+            normalize_token.register(kind, _LedgerToken(current))  # type: ignore[no-untyped-call]  # dask: unannotated
 
 
 def _pandas_source(expr: Any) -> _Carrier | None:
@@ -190,6 +258,27 @@ def _combination(expr: Any) -> str | None:
     return None
 
 
+def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
+    """The columns a merge pairs rows on, when it pairs them on equal values of columns
+    with the same names on both sides (``on=``, or ``left_on`` equal to ``right_on``);
+    None for any other expression or merge (on the index, on differently named columns,
+    ``merge_asof``, a ``join`` of several frames).
+
+    Dask turns ``on=`` into ``left_on=right_on=``, so the two cannot be told apart.
+    """
+    classes = {cls.__name__ for cls in type(expr).__mro__}
+    if "Merge" not in classes or "MergeAsof" in classes:
+        return None
+    if expr.operand("left_index") or expr.operand("right_index"):
+        return None
+    left, right = expr.operand("left_on"), expr.operand("right_on")
+    if left is None or right is None:
+        return None
+    keys = [left] if not isinstance(left, list | tuple) else list(left)
+    other = [right] if not isinstance(right, list | tuple) else list(right)
+    return tuple(keys) if keys == other else None
+
+
 @dataclass(frozen=True)
 class _Node:
     """One expression of a Dask frame's tree, as the ledger lookup sees it."""
@@ -197,6 +286,7 @@ class _Node:
     carriers: tuple[_Carrier, ...]  # its metadata, and the pandas frame of dd.from_pandas
     dependencies: tuple[str, ...]  # the names of its inputs (an input given twice counts twice)
     combination: str | None  # see _combination
+    merge_keys: tuple[Any, ...] | None = None  # see _merge_keys
 
 
 def _tree(frame: Any) -> dict[str, _Node]:
@@ -208,6 +298,7 @@ def _tree(frame: Any) -> dict[str, _Node]:
             tuple(c for c in carriers if c is not None),
             tuple(dep._name for dep in expr.dependencies()),
             _combination(expr),
+            _merge_keys(expr),
         )
     return nodes
 
@@ -347,17 +438,42 @@ def dask_ledger(frame: Any) -> Ledger:
     return _resolve(frame)[0]
 
 
-def _repeated_rows(tree: dict[str, _Node], derived: set[str]) -> str | None:
-    """A concat or merge of two inputs derived from the budgeted data ("concat" or
-    "merge"), or None: through it, one person's row can reach the frame twice or more."""
+def _repeated_rows(
+    tree: dict[str, _Node], derived: set[str], unit: tuple[Any, ...] | None
+) -> str | None:
+    """A combination of two inputs derived from the budgeted data that the release cannot
+    bound, or None.
+
+    Through a concat or merge of two such inputs, one person's row can reach the frame
+    twice or more. Without a privacy unit, that is refused (``"concat"``, ``"merge"``).
+    With one, contribution bounding at release time limits every unit's rows, whatever
+    was repeated; only a merge that can pair rows of *different* units is refused
+    (``"unit merge"``): one not on equal values of all the unit's columns. This is the
+    rule of ``df.dp.merge`` on pandas frames (:func:`dpframe._accessor._check_unit_self_merge`).
+    """
     for node in tree.values():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
-        if node.combination in ("concat", "merge") and budgeted_inputs > 1:
+        if node.combination not in ("concat", "merge") or budgeted_inputs < 2:
+            continue
+        if unit is None:
             return node.combination
+        keys = node.merge_keys
+        if node.combination == "merge" and (keys is None or not set(unit) <= set(keys)):
+            return "unit merge"
     return None
 
 
 def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
+    if combination == "unit merge":
+        unit = list(ledger.privacy_unit or ())
+        return PrivacyUnitError(
+            f"This Dask DataFrame is built with a merge or join of two frames derived from "
+            f"the same budgeted data (ledger {ledger.id[:8]}…) that does not pair rows on the "
+            f"privacy unit's columns {unit!r}, so its rows can carry another unit's values, "
+            f"which no bound on this unit limits. Merge on them: "
+            f"ddf.merge(other, on={unit!r} + [...]) (not on the index, nor on differently "
+            f"named columns)."
+        )
     what = "dd.concat" if combination == "concat" else "a merge or join"
     return PrivacyUnitError(
         f"This Dask DataFrame is built with {what} of two frames derived from the same "
@@ -365,7 +481,8 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
         f"than once, and a release from it would cost more privacy than the epsilon charged. "
         f"Release from each frame separately (both are charged to the same budget), or "
         f"select the rows with one filter instead, e.g. "
-        f'ddf[(ddf["Age"] < 18) | (ddf["Age"] >= 65)] or where=.'
+        f'ddf[(ddf["Age"] < 18) | (ddf["Age"] >= 65)] or where=. With a privacy unit '
+        f"(set_budget(..., privacy_unit=...)), each release bounds every unit's rows."
     )
 
 
@@ -670,10 +787,8 @@ class DaskBackend:
         # The ledger the release will be charged to; refuse data that repeats its rows.
         ledger, tree, derived = _resolve(self._frame)
         # With a privacy unit, repeated rows are bounded per unit at release time.
-        per_row = ledger.privacy_unit is None
-        repeated = _repeated_rows(tree, derived)
-        # With a unit, a concat only repeats units' rows; a self-merge can mix two units.
-        if repeated is not None and (per_row or repeated == "merge"):
+        repeated = _repeated_rows(tree, derived, ledger.privacy_unit)
+        if repeated is not None:
             raise _refuse_repeated_rows(ledger, repeated)
         if where is None:
             return DaskRows(self._frame, None)
@@ -702,12 +817,15 @@ class DaskBackend:
         ]
         if foreign:
             raise _conflict([ledger, foreign[0]], "where=")
-        repeated = _repeated_rows(where_tree, _derived_from(where_tree, ledger))
-        if repeated is not None and (per_row or repeated == "merge"):
+        repeated = _repeated_rows(
+            where_tree, _derived_from(where_tree, ledger), ledger.privacy_unit
+        )
+        if repeated is not None:
             raise _refuse_repeated_rows(ledger, repeated)
         return DaskRows(self._frame, _Filter(where))
 
 
+_register_tokenization()
 register_backend(dd.DataFrame, DaskBackend)
 dd.extensions.register_dataframe_accessor("dp")(  # type: ignore[no-untyped-call]  # dask: unannotated
     DPAccessor
