@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,6 +44,27 @@ import dpframe  # noqa: F401  (registers .dp)
 
 ROUNDS = 5
 SETTINGS = [(1, 50), (2, 10), (50, 50)]  # (max_rows, max_groups)
+
+
+def print_bounding_steps(
+    units: np.ndarray, occupation: np.ndarray, year: np.ndarray, no_unit: Callable[[], object]
+) -> None:
+    """Time two numpy steps of any exact bounding of these rows beside the unit-free crosstab."""
+    cells = occupation.astype(np.int64) * SIZES[1] + year
+    packed = (units.astype(np.int64) << 46) | (cells << 24) | np.arange(len(units))
+    unit_codes = units.astype(np.intp)
+    floors = interleaved(
+        {
+            "dp.crosstab, no unit": no_unit,
+            "np.sort(packed (unit, cell, row) keys)": lambda: np.sort(packed),
+            "np.bincount(unit codes)": lambda: np.bincount(unit_codes, minlength=N_UNITS),
+        },
+        ROUNDS,
+    )
+    print("\nsteps of any exact bounding, beside the unit-free crosstab")
+    for name, seconds in floors.items():
+        ratio = seconds / floors["dp.crosstab, no unit"]
+        print(f"  {name:<40} {seconds * 1e3:8.1f} ms  {ratio:6.2f}x no unit")
 
 
 def main() -> None:
@@ -67,22 +89,7 @@ def main() -> None:
     def no_unit() -> object:
         return per_row.dp.crosstab("occupation", "year", epsilon=1.0)
 
-    cells = occupation.astype(np.int64) * SIZES[1] + year
-    packed = (units.astype(np.int64) << 46) | (cells << 24) | np.arange(len(units))
-    unit_codes = units.astype(np.intp)
-    floors = interleaved(
-        {
-            "dp.crosstab, no unit": no_unit,
-            "np.sort(packed (unit, cell, row) keys)": lambda: np.sort(packed),
-            "np.bincount(unit codes)": lambda: np.bincount(unit_codes, minlength=N_UNITS),
-        },
-        ROUNDS,
-    )
-    print("\nsteps of any exact bounding, beside the unit-free crosstab")
-    for name, seconds in floors.items():
-        ratio = seconds / floors["dp.crosstab, no unit"]
-        print(f"  {name:<40} {seconds * 1e3:8.1f} ms  {ratio:6.2f}x no unit")
-    del packed, unit_codes
+    print_bounding_steps(units, occupation, year, no_unit)
 
     for max_rows, max_groups in SETTINGS:
 
