@@ -288,7 +288,12 @@ class DPAccessor:
             unit = tuple(_validation.column_names(privacy_unit, "privacy_unit"))
             self._backend.check_columns(unit, "privacy_unit")
         ledger = self.ledger
-        ledger.declare_domains(declared, row_labels=self._backend.row_labels, privacy_unit=unit)
+        ledger.declare_domains(
+            declared,
+            row_labels=self._backend.row_labels,
+            privacy_unit=unit,
+            row_count=self._backend.row_count,
+        )
         ledger.set_budget(epsilon, delta, rho=rho)
 
     def _declared_domains(self, domains: Domain | None) -> dict[ColumnLabel, pd.Index]:

@@ -196,6 +196,7 @@ class Ledger:
         "_lock",
         "_privacy_unit",
         "_releases",
+        "_row_count",
         "_row_labels",
         "_total",
     )
@@ -212,6 +213,7 @@ class Ledger:
     _attachment: object  # the attrs handle, owned by dpframe._attrs
     _domains: dict[Hashable, pd.Index]
     _row_labels: tuple[Hashable, ...] | None
+    _row_count: int | None
     _privacy_unit: tuple[Hashable, ...] | None
 
     def __init__(self) -> None:
@@ -228,6 +230,7 @@ class Ledger:
         domains: Mapping[Hashable, pd.Index],
         row_labels: tuple[Hashable, ...] | None,
         privacy_unit: tuple[Hashable, ...] | None = None,
+        row_count: int | None = None,
     ) -> Ledger:
         """A ledger rebuilt from a saved record (for :mod:`dpframe._persistence`).
 
@@ -240,6 +243,7 @@ class Ledger:
         ledger._budget_set = budget_set
         ledger._domains = dict(domains)
         ledger._row_labels = row_labels
+        ledger._row_count = row_count
         ledger._privacy_unit = privacy_unit
         ledger._releases = list(releases)
         ledger._account = _composition.replay(total, map(_cost_of, releases), force=True)
@@ -256,6 +260,7 @@ class Ledger:
         self._attachment = None
         self._domains = {}
         self._row_labels = None
+        self._row_count = None
         self._privacy_unit = None
         if announce:
             self._announce()
@@ -306,6 +311,16 @@ class Ledger:
         when the labels were not unique, or are unknown (Dask).
         """
         return self._row_labels
+
+    @property
+    def row_count(self) -> int | None:
+        """The number of rows of the frame given the budget (None: unknown, as with Dask).
+
+        Without a privacy unit each row is a different person, so a frame derived from
+        this data with more rows repeats someone's row (``pd.concat([df, df],
+        ignore_index=True)``, ``explode``) and is refused, whatever its index.
+        """
+        return self._row_count
 
     @property
     def total(self) -> Budget:
@@ -411,6 +426,7 @@ class Ledger:
                 "row_labels": None
                 if self._row_labels is None
                 else [encode_key(name) for name in self._row_labels],
+                "row_count": self._row_count,
                 "privacy_unit": None
                 if self._privacy_unit is None
                 else [encode_key(name) for name in self._privacy_unit],
@@ -538,6 +554,7 @@ class Ledger:
         *,
         row_labels: tuple[Hashable, ...] | None = None,
         privacy_unit: tuple[Hashable, ...] | None = None,
+        row_count: int | None = None,
     ) -> None:
         """Record the declared keys of grouping columns (already validated by the caller).
 
@@ -551,6 +568,8 @@ class Ledger:
             unique (see :attr:`row_labels`).
         privacy_unit : tuple, optional
             The columns that identify a privacy unit (see :attr:`privacy_unit`).
+        row_count : int, optional
+            The number of rows of the frame given the budget (see :attr:`row_count`).
 
         Raises
         ------
@@ -584,6 +603,8 @@ class Ledger:
                 self._privacy_unit = privacy_unit
             if row_labels is not None and self._row_labels is None:
                 self._row_labels = row_labels
+            if row_count is not None and self._row_count is None:
+                self._row_count = row_count
             self._changed(())
 
     # ---------------------------------------------------------------- spending
@@ -790,6 +811,9 @@ class Ledger:
         *,
         budget_set: bool,
         domains: Mapping[Hashable, pd.Index] | None = None,
+        privacy_unit: tuple[Hashable, ...] | None = None,
+        row_labels: tuple[Hashable, ...] | None = None,
+        row_count: int | None = None,
     ) -> None:
         """Merge another copy's state conservatively: lowest total, highest spent.
 
@@ -797,7 +821,9 @@ class Ledger:
         ours is recorded as a history row holding the difference (method
         ``"(restored)"``: one for epsilon and delta, one for rho), charged at its worst
         whatever the budget: restoring never refunds; if the copies together overspent,
-        the ledger is exhausted.
+        the ledger is exhausted. A privacy unit, row labels or row count the other copy
+        knows and this one does not are adopted (a copy saved before ``set_budget``
+        knows none of them).
         """
         with self._lock:
             account = self._account
@@ -826,7 +852,14 @@ class Ledger:
                 name: keys for name, keys in (domains or {}).items() if name not in self._domains
             }
             self._domains.update(new_domains)
-            if added or lower_total or set_now or new_domains:
+            learned = False
+            if privacy_unit is not None and self._privacy_unit is None:
+                self._privacy_unit, learned = privacy_unit, True
+            if row_labels is not None and self._row_labels is None:
+                self._row_labels, learned = row_labels, True
+            if row_count is not None and self._row_count is None:
+                self._row_count, learned = row_count, True
+            if added or lower_total or set_now or new_domains or learned:
                 self._changed(added)
 
     def _changed(self, added: Sequence[Release]) -> None:

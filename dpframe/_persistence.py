@@ -38,9 +38,25 @@ __all__ = ["parse_release", "record_id", "restore", "unpickle_ledger"]
 
 _LOCK = threading.RLock()
 _LIVE: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
-# id -> (total, exact sums of the costs by measure (epsilon, delta, rho), budget set), for
-# every ledger that was ever charged or given a budget in this process; a few hundred bytes each.
-_HIGH_WATER: dict[str, tuple[Total, tuple[Fraction, Fraction, Fraction], bool]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mark:
+    """What a ledger had reached: total, exact sums of the costs by measure (epsilon,
+    delta, rho), whether a budget was set, and what set_budget declared with it."""
+
+    total: Total
+    spent: tuple[Fraction, Fraction, Fraction]
+    budget_set: bool
+    domains: dict[Hashable, pd.Index]
+    privacy_unit: tuple[Hashable, ...] | None
+    row_labels: tuple[Hashable, ...] | None
+    row_count: int | None
+
+
+# id -> its mark, for every ledger that was ever charged or given a budget in this
+# process (a few hundred bytes each, plus its declared domains).
+_HIGH_WATER: dict[str, _Mark] = {}
 
 
 class _Registry:
@@ -54,8 +70,17 @@ class _Registry:
         total, spent, budget_set = ledger._state()
         if not all(isinstance(amount, Fraction) for amount in spent):
             raise DPFrameError("internal error: a spent amount is not exact")
+        mark = _Mark(
+            total,
+            spent,
+            budget_set,
+            dict(ledger.domains),
+            ledger.privacy_unit,
+            ledger.row_labels,
+            ledger.row_count,
+        )
         with _LOCK:
-            _HIGH_WATER[ledger.id] = (total, spent, budget_set)
+            _HIGH_WATER[ledger.id] = mark
 
 
 Ledger._observers.append(_Registry())
@@ -229,6 +254,7 @@ class _Saved:
     budget_set: bool
     domains: dict[Hashable, pd.Index]
     row_labels: tuple[Hashable, ...] | None
+    row_count: int | None
     privacy_unit: tuple[Hashable, ...] | None
     total: Total
     spent: tuple[Fraction, Fraction, Fraction]
@@ -282,6 +308,11 @@ def _parse_state(state: object) -> _Saved:
     row_labels = (
         None if labels is None else tuple(_decode_key(name, "row_labels") for name in labels)
     )
+    row_count = state.get("row_count")
+    if row_count is not None and (
+        isinstance(row_count, bool) or not isinstance(row_count, int) or row_count < 0
+    ):
+        raise _bad_record("'row_count' must be a number of rows, or null")
     unit = state.get("privacy_unit")
     if unit is not None and not isinstance(unit, list):
         raise _bad_record("'privacy_unit' must be a list of column names, or null")
@@ -294,6 +325,7 @@ def _parse_state(state: object) -> _Saved:
         budget_set=budget_set,
         domains=_parse_domains(state.get("domains")),
         row_labels=row_labels,
+        row_count=row_count,
         total=parsed_total,
         spent=(
             _parse_finite(spent.get("epsilon"), "spent.epsilon"),
@@ -322,11 +354,19 @@ def restore(state: object) -> Ledger:
                 domains=saved.domains,
                 row_labels=saved.row_labels,
                 privacy_unit=saved.privacy_unit,
+                row_count=saved.row_count,
             )
             mark = _HIGH_WATER.get(saved.ledger_id)
-            if mark is not None:
+            if mark is not None:  # what the ledger reached after this copy was saved
                 ledger._absorb(
-                    mark[0], mark[1], "spent after this copy was saved", budget_set=mark[2]
+                    mark.total,
+                    mark.spent,
+                    "spent after this copy was saved",
+                    budget_set=mark.budget_set,
+                    domains=mark.domains,
+                    privacy_unit=mark.privacy_unit,
+                    row_labels=mark.row_labels,
+                    row_count=mark.row_count,
                 )
         ledger._absorb(
             saved.total,
@@ -334,6 +374,9 @@ def restore(state: object) -> Ledger:
             "spent in another copy of this ledger",
             budget_set=saved.budget_set,
             domains=saved.domains,
+            privacy_unit=saved.privacy_unit,
+            row_labels=saved.row_labels,
+            row_count=saved.row_count,
         )
     return ledger
 

@@ -26,6 +26,7 @@ from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
+    PrivacyUnitError,
 )
 from tests.conftest import budgeted
 
@@ -180,6 +181,46 @@ def test_no_common_operation_forks_or_resets_the_budget(
     with pytest.raises(BudgetExceededError):
         frame.dp.count(epsilon=0.2)  # only 0.1 remains, for both
     assert frame.dp.ledger.remaining.epsilon == pytest.approx(0.1)
+
+
+REPEATS_UNDER_A_NEW_INDEX: list[tuple[str, Callable[[pd.DataFrame], pd.DataFrame]]] = [
+    ("concat, ignore_index", lambda d: pd.concat([d, d], ignore_index=True)),
+    ("concat, reset_index", lambda d: pd.concat([d, d.head(5)]).reset_index(drop=True)),
+    ("explode, ignore_index", lambda d: d.assign(k=[[1, 2]] * len(d)).explode("k", True)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "repeat"), REPEATS_UNDER_A_NEW_INDEX, ids=[n for n, _ in REPEATS_UNDER_A_NEW_INDEX]
+)
+def test_more_rows_than_the_data_had_are_refused_whatever_the_index(
+    name: str, repeat: Callable[[pd.DataFrame], pd.DataFrame]
+) -> None:
+    frame = census(300, rng=4)
+    frame.dp.set_budget(epsilon=1.0)
+    repeated = repeat(frame)
+    assert repeated.index.is_unique  # the index check cannot see the repeats
+    with pytest.raises(PrivacyUnitError, match="more than the 300"):
+        repeated.dp.count(epsilon=0.5)
+    assert frame.dp.ledger.spent.epsilon == 0
+
+
+def test_more_rows_than_the_data_had_are_bounded_with_a_privacy_unit() -> None:
+    frame = census(300, rng=4).assign(person=np.arange(300))
+    frame.dp.set_budget(epsilon=1.0, privacy_unit="person")
+    doubled = pd.concat([frame, frame], ignore_index=True)
+    doubled.dp.count(epsilon=0.5, max_rows=1)  # each person bounded to one row
+    assert frame.dp.ledger.spent.epsilon == 0.5
+
+
+def test_a_where_condition_on_another_budgeted_frame_is_refused() -> None:
+    frame, other = census(300, rng=4), census(300, rng=5)
+    frame.dp.set_budget(epsilon=1.0)
+    other.dp.set_budget(epsilon=1.0)
+    with pytest.raises(LedgerConflictError, match="another privacy budget"):
+        frame.dp.count(epsilon=0.5, where=other["Age"] > 30)  # would charge frame only
+    assert frame.dp.ledger.spent.epsilon == other.dp.ledger.spent.epsilon == 0
+    frame.dp.count(epsilon=0.5, where=frame["Age"] > 30)  # its own column: fine
 
 
 def test_parquet_and_pickle_files_keep_the_spent_budget(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import json
 import pickle
@@ -147,6 +148,56 @@ def test_parquet_round_trip_rebuilds_when_the_ledger_is_gone(tmp_path: Path) -> 
     assert restored.spent == Budget(F(1, 7), F(0))
     assert restored.total == Budget(F(1), F(0))
     assert restored.history["method"].tolist() == ["count"]
+
+
+def _unit_kept_from_a_copy_saved_before_the_budget(tmp_path: Path) -> bool:
+    """A file written before set_budget declared the unit, read after the ledger died."""
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    panel.dp.ledger  # noqa: B018  (any .dp use attaches a ledger, with no budget yet)
+    panel.to_parquet(tmp_path / "early.parquet")
+    years = {"year": [1980, 1981]}
+    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains=years)
+    panel.dp.count(epsilon=1.0, by="year", max_rows=1, max_groups=2)
+    del panel
+    gc.collect()
+    restored = pd.read_parquet(tmp_path / "early.parquet").dp.ledger
+    return (
+        restored.spent.epsilon == 1
+        and restored.privacy_unit == ("nr",)
+        and list(restored.domains) == ["year"]
+        and restored.row_count == 4
+    )
+
+
+def test_a_copy_saved_before_the_budget_learns_the_unit_it_was_given(tmp_path: Path) -> None:
+    # Without the unit, the next release would be charged per row, not per person.
+    assert _unit_kept_from_a_copy_saved_before_the_budget(tmp_path)
+
+
+def test_validity_a_high_water_mark_without_the_unit_fails_the_unit_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    changed = _persistence._Registry.changed
+
+    def forgetful(self: Any, ledger: Ledger, added: Any) -> None:
+        changed(self, ledger, added)
+        mark = _persistence._HIGH_WATER[ledger.id]
+        _persistence._HIGH_WATER[ledger.id] = dataclasses.replace(mark, privacy_unit=None)
+
+    monkeypatch.setattr(_persistence._Registry, "changed", forgetful)
+    assert not _unit_kept_from_a_copy_saved_before_the_budget(tmp_path)
+
+
+def test_the_row_count_is_saved_with_the_ledger() -> None:
+    frame = plain_frame()
+    frame.dp.set_budget(epsilon=1.0)
+    record = frame.dp.ledger.to_dict()
+    assert record["row_count"] == len(frame)
+    for bad in (-1, True, 2.5, "3"):
+        copy_of = plain_frame()
+        copy_of.attrs["dpframe"] = {**record, "id": "another", "row_count": bad}
+        with pytest.raises(InvalidParameterError, match="row_count"):
+            ledger_of(copy_of)
 
 
 def test_files_restore_the_ledger_in_a_new_process(tmp_path: Path) -> None:
@@ -316,8 +367,9 @@ def test_validity_a_high_water_mark_without_rho_fails_the_rho_test(
 
     def forgetful(self: Any, ledger: Ledger, added: Any) -> None:
         changed(self, ledger, added)
-        total, spent, budget_set = _persistence._HIGH_WATER[ledger.id]
-        _persistence._HIGH_WATER[ledger.id] = (total, (spent[0], spent[1], F(0)), budget_set)
+        mark = _persistence._HIGH_WATER[ledger.id]
+        spent = (mark.spent[0], mark.spent[1], F(0))
+        _persistence._HIGH_WATER[ledger.id] = dataclasses.replace(mark, spent=spent)
 
     monkeypatch.setattr(_persistence._Registry, "changed", forgetful)
     assert not _rho_spent_after_save_is_kept()

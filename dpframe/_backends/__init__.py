@@ -131,6 +131,11 @@ class Backend(Protocol):
         """The index level names, if every row has its own index label (None: not, or unknown)."""
         ...
 
+    @property
+    def row_count(self) -> int | None:
+        """The number of rows, when known without reading the data (None: unknown)."""
+        ...
+
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         """Check that ``name`` is one numeric column (schema only); return it."""
         ...

@@ -771,6 +771,10 @@ class DaskBackend:
     def row_labels(self) -> tuple[Any, ...] | None:
         return None  # whether labels repeat is unknown without reading the data
 
+    @property
+    def row_count(self) -> int | None:
+        return None  # unknown without reading the data (the expression tree shows repeats)
+
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         _validation.numeric_dtype(_validation.column(self._meta, name, param).dtype, name)
         return name

@@ -21,7 +21,12 @@ from dpframe._backends.bounding import ContributionBounds
 from dpframe._ledger import Ledger
 from dpframe._random import bit_source
 from dpframe._typing import ColumnLabel, Domain, Where
-from dpframe.errors import DPFrameError, InvalidParameterError, PrivacyUnitError
+from dpframe.errors import (
+    DPFrameError,
+    InvalidParameterError,
+    LedgerConflictError,
+    PrivacyUnitError,
+)
 
 __all__ = ["PandasBackend", "PandasRows"]
 
@@ -220,6 +225,10 @@ class PandasBackend:
         index = self._frame.index
         return tuple(index.names) if index.is_unique else None
 
+    @property
+    def row_count(self) -> int | None:
+        return len(self._frame)
+
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         _validation.numeric_dtype(_validation.column(self._frame, name, param).dtype, name)
         return name
@@ -237,6 +246,32 @@ class PandasBackend:
                 "charges. dpframe assumes each row belongs to a different person: release from "
                 "the frame without the duplicated rows, or merge with df.dp.merge(...), which "
                 "checks that no row is duplicated."
+            )
+        if isinstance(where, pd.Series):
+            other = _attrs.ledger_of(where, create=False)
+            if other is not None and other is not self.ledger and other.budget_set:
+                # The condition reads another data set: its budget would not be charged.
+                raise LedgerConflictError(
+                    "where= is a condition on data with another privacy budget (its Series "
+                    "carries another ledger), and a release here would charge only this "
+                    "frame's budget. Use a condition on this frame's own columns, or combine "
+                    "the raw data first and set one budget on the combined frame."
+                )
+        budgeted_rows = self.ledger.row_count
+        if (
+            budgeted_rows is not None
+            and len(self._frame) > budgeted_rows
+            and self.ledger.privacy_unit is None
+        ):
+            # More rows than the data had: some row is there twice, whatever the index says.
+            raise PrivacyUnitError(
+                f"This frame has {len(self._frame)} rows, more than the {budgeted_rows} of the "
+                f"frame given the budget, so some people now have several rows "
+                f"(pd.concat([df, df], ignore_index=True), explode, a merge that repeated "
+                f"rows), and a release would spend more privacy than it charges. dpframe "
+                f"assumes each row belongs to a different person: release from the frame "
+                f"without the repeated rows. For data with several rows per person, declare "
+                f'the person: df.dp.set_budget(..., privacy_unit="person_id").'
             )
         return PandasRows(self._frame, _validation.where_mask(self._frame, where))
 
