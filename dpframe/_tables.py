@@ -63,9 +63,33 @@ def _long_labels(
         later = math.prod(sizes[level + 1 :])
         codes = np.tile(np.repeat(np.arange(sizes[level]), later), math.prod(sizes[:level]))
         codes = np.tile(np.repeat(codes, repeat), tile)
-        categorical = pd.Categorical.from_codes(codes, categories=group.domain)
+        keys = group.domain
+        if keys.hasnans:  # a category cannot be NaN: a stand-in key, replaced afterwards
+            keys = pd.Index([_MISSING if _is_missing(k) else k for k in keys], dtype=object)
+        categorical = pd.Categorical.from_codes(codes, categories=keys)
         out.append(pd.Series(categorical, name=group.name))
     return out
+
+
+# Stands for the missing-key cell (dropna=False) while pandas adds margins.
+_MISSING = "\x00dpframe: missing key"
+
+
+def _is_missing(key: object) -> bool:
+    return key is None or key is pd.NA or (isinstance(key, float) and math.isnan(key))
+
+
+def _restore_missing(index: pd.Index) -> pd.Index:
+    """``index`` with the stand-in of the missing-key cell back to NaN."""
+
+    def restore(key: Any) -> Any:
+        if isinstance(key, tuple):
+            return tuple(np.nan if k == _MISSING else k for k in key)
+        return np.nan if key == _MISSING else key
+
+    restored: pd.Index = index.map(restore)
+    restored.names = index.names
+    return restored
 
 
 def crosstab_frame(
@@ -96,6 +120,11 @@ def crosstab_frame(
     )
     if not margins:
         result.index, result.columns = row_index, col_index
+    else:
+        result.index, result.columns = (
+            _restore_missing(result.index),
+            _restore_missing(result.columns),
+        )
     return result
 
 
@@ -116,13 +145,13 @@ def share_intervals(
     values have shares in [0, 1], and the intervals are clipped to it; a signed sum whose
     total's box contains 0 gets an unbounded interval. Post-processing only.
     """
-    if normalize in (True, "all"):
+    if normalize == "all":
         denominator = np.full_like(raw, raw[-1, -1])
         denominator_bar = np.full_like(raw, bars[-1, -1])
-    elif normalize in ("index", 0):
+    elif normalize == "index":
         denominator = np.repeat(raw[:, -1:], raw.shape[1], axis=1)
         denominator_bar = np.repeat(bars[:, -1:], raw.shape[1], axis=1)
-    else:  # "columns", 1
+    else:  # "columns"
         denominator = np.repeat(raw[-1:, :], raw.shape[0], axis=0)
         denominator_bar = np.repeat(bars[-1:, :], raw.shape[0], axis=0)
     straddles = (denominator - denominator_bar <= 0) & (denominator + denominator_bar >= 0)
@@ -147,9 +176,9 @@ def _normalized_part(values: NDArray[np.float64], options: CrosstabOptions) -> N
     """The cells of a with-margins array that ``pd.crosstab``'s normalized table shows."""
     if not options.margins:
         return values[:-1, :-1]
-    if options.normalize in ("index", 0):
+    if options.normalize == "index":
         return values[:, :-1]
-    if options.normalize in ("columns", 1):
+    if options.normalize == "columns":
         return values[:-1, :]
     return values
 

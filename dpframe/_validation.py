@@ -18,7 +18,7 @@ import sys
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -718,16 +718,25 @@ def numeric_values(series: pd.Series[Any], name: Hashable) -> NDArray[np.float64
 
 # ---------------------------------------------------------------- crosstab options
 
-_NORMALIZE = (False, True, "all", "index", "columns", 0, 1)
+Normalize = Literal[False, "all", "index", "columns"]
 
 
-def normalize(value: object) -> bool | str | int:
-    """``pd.crosstab``'s ``normalize=``: False, True, "all", "index", "columns", 0 or 1."""
-    if isinstance(value, float) or value not in _NORMALIZE:
-        raise InvalidParameterError(
-            f"normalize must be one of False, True, 'all', 'index' or 'columns', got {value!r}."
-        )
-    return value
+def normalize(value: object) -> Normalize:
+    """``pd.crosstab``'s ``normalize=`` in one spelling: False, "all", "index" or "columns".
+
+    pandas also takes True (for "all"), 0 (for "index") and 1 (for "columns"); they are
+    read as those names here, so that no later test confuses True with 1 or False with 0.
+    """
+    if isinstance(value, bool | np.bool_):
+        return "all" if value else False
+    if isinstance(value, str) and value in ("all", "index", "columns"):
+        return cast(Normalize, value)
+    if isinstance(value, int | np.integer) and value in (0, 1):
+        return "index" if value == 0 else "columns"
+    raise InvalidParameterError(
+        f"normalize must be one of False, True, 'all', 'index' or 'columns' (or 0, 1), got "
+        f"{value!r}."
+    )
 
 
 def aggfunc(value: object) -> str:
@@ -747,7 +756,7 @@ class CrosstabOptions:
     bounds: tuple[float, float] | None  # set when cells are sums of ``values``
     margins: bool
     margins_name: str
-    normalize: bool | str | int
+    normalize: Normalize
     nonnegative: bool
     dropna: bool
     rownames: tuple[Hashable, ...] | None

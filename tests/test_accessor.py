@@ -546,6 +546,63 @@ def test_crosstab_values_may_be_a_column_of_the_frame_as_in_pd_crosstab(
     assert df.dp.ledger.spent.epsilon == spent
 
 
+@pytest.mark.parametrize(("alias", "name"), [(True, "all"), (1, "columns"), (0, "index")])
+@pytest.mark.parametrize("margins", [False, True])
+def test_normalize_aliases_give_the_named_shares_and_their_intervals(
+    df: pd.DataFrame, alias: object, name: str, margins: bool
+) -> None:
+    """pandas reads True as "all", 0 as "index", 1 as "columns"; so must the intervals.
+
+    (True == 1 in Python: normalize=True was once taken for "columns" when laying out the
+    intervals, and normalize=1 for "all" when computing them.)
+    """
+    args = {"epsilon": 50.0, "margins": margins, "rng": 5}  # noise far below the bars' width
+    by_alias = df.dp.crosstab("Occupation", "Sex", normalize=alias, **args)  # type: ignore[arg-type]
+    by_name = df.dp.crosstab("Occupation", "Sex", normalize=name, **args)  # type: ignore[arg-type]
+    pd.testing.assert_frame_equal(by_alias, by_name)
+    exact = pd.crosstab(df["Occupation"], df["Sex"], normalize=name, margins=margins)
+    interval = dpframe.release_info(by_alias)["noise_interval"]
+    low, high = np.asarray(interval["low"]), np.asarray(interval["high"])
+    assert low.shape == high.shape == by_alias.shape == exact.shape
+    assert ((low <= exact.to_numpy() + 1e-12) & (exact.to_numpy() <= high + 1e-12)).all()
+
+
+@pytest.mark.parametrize(
+    "options", [{"margins": True}, {"normalize": True}, {"normalize": "index", "margins": True}]
+)
+def test_a_missing_key_cell_takes_margins_and_normalization(
+    options: dict[str, Any],
+) -> None:
+    """dropna=False adds a NaN cell to each grouping; pandas' margins once failed on it,
+    after the noise was drawn and charged."""
+    frame = census(500, rng=3)
+    frame.loc[frame.index[:20], "Sex"] = None
+    frame.dp.set_budget(epsilon=math.inf, domains=CENSUS_DOMAINS)
+    # At epsilon 100 a draw is nonzero with probability about 7e-44: the exact table.
+    noisy = frame.dp.crosstab("Occupation", "Sex", epsilon=100.0, dropna=False, **options)
+    assert noisy.columns.tolist()[:2] == ["M", "F"]
+    assert pd.isna(noisy.columns[2])  # the missing-key cell, labelled NaN as pandas does
+    cells = frame.groupby(["Occupation", "Sex"], observed=False, dropna=False).size()
+    table = cells.unstack().reindex(index=noisy.index[:6], columns=noisy.columns[:3])
+    table = table.fillna(0)  # the missing-occupation row: no rows, all zero
+    # dpframe's layout: the missing key is a cell like any other, in margins and totals
+    exact = pd.crosstab(
+        _long(table.index, 3), _long(table.columns, 6, tile=True), values=table.to_numpy().ravel(),
+        aggfunc="sum", dropna=False, **options,
+    )  # fmt: skip
+    np.testing.assert_allclose(
+        noisy.iloc[: exact.shape[0], : exact.shape[1]].to_numpy(dtype=float),
+        exact.to_numpy(dtype=float),
+    )
+
+
+def _long(labels: pd.Index, times: int, tile: bool = False) -> pd.Categorical:
+    """Cell labels of a table laid out long, in its order, with NaN as a key pandas keeps."""
+    keys = ["<missing>" if pd.isna(k) else k for k in labels]
+    codes = np.tile(np.arange(len(keys)), times) if tile else np.repeat(np.arange(len(keys)), times)
+    return pd.Categorical.from_codes(codes, categories=keys)
+
+
 def test_a_failed_auto_bounds_estimate_is_still_charged() -> None:
     frame = budgeted(pd.DataFrame({"x": [1.0, 2.0, 3.0]}))  # too few rows to occupy any bin
     frame.dp.set_budget(epsilon=1.0)
