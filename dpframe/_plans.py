@@ -608,8 +608,11 @@ RULE_CERTIFIED = (
     "noise, with probability at least 0.998)"
 )
 RULE_ESTIMATED = (
-    "99th percentile, estimated: the occupied bins beyond the bound hold at most 1% of the "
-    "noisy row count (too few rows to certify it against the noise)"
+    "estimated, not certified (too few rows to certify it against the noise): the bins "
+    "beyond the bound whose noisy count passed the occupancy threshold hold at most 1% of "
+    "the noisy row count; bins below the threshold are not counted, so the bound may leave "
+    "out more than 1% of the rows (a bin just under the threshold, or a whole side); and "
+    "with probability up to 1e-3 an empty bin passes the threshold and sets a far bound"
 )
 
 

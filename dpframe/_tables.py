@@ -365,6 +365,17 @@ def describe_result(
         }
     first = parts[0]
     shown: dict[str, JSONValue] = {str(c): split.shown() for c in columns}
+    # The percentiles' bars, from their releases: in ranks, plus the grid's resolution.
+    rank_bars: dict[str, JSONValue] = {}
+    resolutions: dict[str, JSONValue] = {}
+    for part in parts:
+        found = dict(part.details)
+        if "rank_error_bound" in found:
+            rank_bars[part.columns[0]] = found["rank_error_bound"]
+            resolutions[part.columns[0]] = found["value_resolution"]
+    declared: dict[str, JSONValue] = {
+        str(c): [float(lo), float(hi)] for c, (lo, hi) in columns.items()
+    }
     moments = "geometric" if split.rho is None else "discrete Gaussian"
     summary = Release(
         method="describe",
@@ -378,10 +389,17 @@ def describe_result(
         noise_scale=None,
         private=all(p.private for p in parts),
         error_bound_covers=(
-            "noise only: noise_interval for mean and std (95% each), rank bars for the "
-            "percentiles; clamping bias is not included"
+            "noise only: noise_interval for mean and std (95% each), rank_error_bound (in "
+            "ranks) and value_resolution for the percentiles, per column; clamping bias is "
+            "not included"
         ),
-        details=(("split", shown), ("noise_interval", intervals)),
+        details=(
+            ("split", shown),
+            ("bounds", declared),
+            ("noise_interval", intervals),
+            ("rank_error_bound", rank_bars),
+            ("value_resolution", resolutions),
+        ),
         privacy_unit=first.privacy_unit,
         max_rows=first.max_rows,
         max_groups=first.max_groups,

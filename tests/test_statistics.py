@@ -85,6 +85,13 @@ def test_describe_is_laid_out_like_pandas_without_min_and_max(df: pd.DataFrame) 
         "Age": {"count, mean, std": 1.0, "percentiles": 1.0},
         "Earnings": {"count, mean, std": 1.0, "percentiles": 1.0},
     }
+    # The metadata describes what was released: the bounds read, and every bar promised.
+    assert info["bounds"] == {"Age": [0.0, 100.0], "Earnings": [0.0, 2e6]}
+    ranks = info["rank_error_bound"]
+    assert set(ranks) == {"Age", "Earnings"}
+    assert all(len(bars) == 3 and min(bars) > 0 for bars in ranks.values())
+    assert 0 < info["value_resolution"]["Age"] < info["value_resolution"]["Earnings"]
+    assert "rank_error_bound" in info["error_bound_covers"]
 
 
 @pytest.mark.parametrize(
