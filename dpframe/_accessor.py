@@ -1344,16 +1344,18 @@ class DPAccessor:
                 scope, statistic, Fraction(0), checked, ddof, (gaussian, contribution)
             )
             parts, summary = moment.parts, moment.summary
-            cost = {"rho": gaussian.rho}
+            cost_epsilon, cost_rho = Fraction(0), gaussian.rho
         else:
             eps = _validation.epsilon(epsilon)
             per_row = contribution.noise_epsilon(eps)
             moment = _plans.moment_release(scope, statistic, per_row, checked, ddof)
             parts = tuple(contribution.charged(part) for part in moment.parts)
             summary = contribution.charged(moment.summary)
-            cost = {"epsilon": eps}
+            cost_epsilon, cost_rho = eps, Fraction(0)
 
-        with self.ledger.transaction(**cost) as spending:
+        # Checked part by part, as charged: on a zCDP account, parts of epsilon/2 each
+        # cost 2 (epsilon/2)**2 / 2, not epsilon**2 / 2.
+        with self.ledger.transaction(cost_epsilon, rho=cost_rho, planned=parts) as spending:
             noisy = _noisy_parts(moment, rows.sum_tables(values, moment.grids, groups), generator)
             spending.drawn(*parts)
 
@@ -1803,13 +1805,21 @@ class DPAccessor:
                 scope, "std", contribution.noise_epsilon(split.epsilon), b, 1, moment_cost
             )
             quantiles = _plans.quantile_release(scope, per_row, levels, b, None)
-            plans.append((moment, contribution.charged(quantiles)))
+            charged = (
+                moment.parts if moment_cost else tuple(map(contribution.charged, moment.parts))
+            )
+            plans.append((moment, charged, contribution.charged(quantiles)))
+        # Checked part by part, as they are charged: on a zCDP account each column's
+        # percentiles cost epsilon_q**2 / 2, not a share of (k epsilon_q)**2 / 2.
+        planned = [part for _, charged, quantiles in plans for part in (*charged, quantiles)]
+        cost = split.call_cost(len(columns))
 
-        with self.ledger.transaction(**split.call_cost(len(columns))) as spending:
+        with self.ledger.transaction(
+            cost.get("epsilon", Fraction(0)), rho=cost.get("rho", Fraction(0)), planned=planned
+        ) as spending:
             stats = []
-            for column, (moment, quantiles) in zip(columns, plans, strict=True):
+            for column, (moment, charged, quantiles) in zip(columns, plans, strict=True):
                 noisy = _noisy_parts(moment, rows.sum_tables(column, moment.grids, []), generator)
-                charged = moment.parts if moment_cost else map(contribution.charged, moment.parts)
                 spending.drawn(*charged)
                 candidates, _ = _quantiles.candidate_cells(columns[column], None)
                 released = mechanisms.quantile_of_counts(

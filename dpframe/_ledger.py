@@ -648,6 +648,42 @@ class Ledger:
         with self._lock:
             self._fold(costs)
 
+    def check_parts(self, parts: Sequence[Release]) -> None:
+        """Refuse a call whose parts, charged one by one in this order, would not fit.
+
+        Parameters
+        ----------
+        parts : sequence of Release
+            The releases the call will draw, in the order they are charged.
+
+        Raises
+        ------
+        BudgetExceededError
+            When the sequence does not fit under the ledger's composition rule.
+        BudgetNotSetError
+            When no budget was ever set on this ledger.
+
+        See Also
+        --------
+        check : The same for a call's totals, checked as one release per measure.
+
+        Examples
+        --------
+        >>> from fractions import Fraction
+        >>> from dpframe._ledger import Ledger
+        >>> from dpframe._release import Release
+        >>> ledger = Ledger()
+        >>> ledger.set_budget(rho=Fraction(1, 50))
+        >>> part = Release(method="quantile", columns=("x",), mechanism="report-noisy-max",
+        ...                epsilon=Fraction(1, 10), delta=Fraction(0), sensitivity=None,
+        ...                noise_scale=None, private=True)
+        >>> ledger.check_parts([part] * 4)  # 4 * 0.1**2 / 2 = 0.02 fits; (0.4)**2 / 2 would not
+        """
+        self.require_budget()
+        costs = [_cost_of(part) for part in parts]
+        with self._lock:
+            self._fold(costs)
+
     def _fold(self, costs: Sequence[Cost]) -> Account:
         """The account after ``costs`` (lock held), or :class:`BudgetExceededError`."""
         account = self._account
@@ -656,7 +692,12 @@ class Ledger:
         return account
 
     def transaction(
-        self, epsilon: Fraction = _ZERO, delta: Fraction = _ZERO, *, rho: Fraction = _ZERO
+        self,
+        epsilon: Fraction = _ZERO,
+        delta: Fraction = _ZERO,
+        *,
+        rho: Fraction = _ZERO,
+        planned: Sequence[Release] | None = None,
     ) -> Transaction:
         """Spend on one call: check the whole cost now, charge the drawn parts on exit.
 
@@ -667,6 +708,12 @@ class Ledger:
         rho : Fraction, default 0
             The whole zCDP cost of the call's zCDP parts (``transaction(rho=...)`` for a
             call that only adds discrete Gaussian noise).
+        planned : sequence of Release, optional
+            The parts the call will draw, in order. Given, the check folds their costs
+            one by one, exactly as they will be charged (on a zCDP account, pure parts
+            of epsilon_i cost the sum of epsilon_i**2 / 2, less than the whole
+            epsilon**2 / 2 the totals would be checked at); their sums must not exceed
+            the totals.
 
         Returns
         -------
@@ -686,7 +733,7 @@ class Ledger:
         check : The check made on entry.
         """
         self.require_budget()
-        return Transaction(self, epsilon, delta, rho)
+        return Transaction(self, epsilon, delta, rho, planned)
 
     def require_budget(self) -> None:
         """Refuse to release from data whose ledger never had a budget set.
@@ -983,12 +1030,18 @@ class Transaction:
     """
 
     def __init__(
-        self, ledger: Ledger, epsilon: Fraction, delta: Fraction, rho: Fraction = _ZERO
+        self,
+        ledger: Ledger,
+        epsilon: Fraction,
+        delta: Fraction,
+        rho: Fraction = _ZERO,
+        planned: Sequence[Release] | None = None,
     ) -> None:
         self._ledger = ledger
         self._epsilon = _validation.cost(epsilon, "epsilon")
         self._delta = _validation.cost(delta, "delta")
         self._rho = _validation.cost(rho, "rho")
+        self._planned = None if planned is None else tuple(planned)
         self._parts: list[Release] = []
 
     @property
@@ -997,8 +1050,24 @@ class Transaction:
         return tuple(self._parts)
 
     def __enter__(self) -> Transaction:
-        self._ledger.check(self._epsilon, self._delta, rho=self._rho)
+        if self._planned is None:
+            self._ledger.check(self._epsilon, self._delta, rho=self._rho)
+            return self
+        self._check_plan(self._planned)
+        self._ledger.check_parts(self._planned)
         return self
+
+    def _check_plan(self, planned: Sequence[Release]) -> None:
+        """The planned parts fit the totals (so :meth:`drawn`'s check can hold)."""
+        epsilon = sum((p.epsilon for p in planned), _ZERO)
+        delta = sum((p.delta for p in planned), _ZERO)
+        rho = sum((p.rho for p in planned if p.rho is not None), _ZERO)
+        if epsilon > self._epsilon or delta > self._delta or rho > self._rho:
+            raise DPFrameError(
+                "internal error: a call planned more than the cost it declared "
+                f"(declared epsilon={self._epsilon}, delta={self._delta}, rho={self._rho}; "
+                f"planned epsilon={epsilon}, delta={delta}, rho={rho}); please report"
+            )
 
     def drawn(self, *releases: Release) -> None:
         """Record that these releases' noise was drawn: charged on exit, whatever happens."""

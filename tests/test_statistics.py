@@ -377,3 +377,27 @@ def test_integer_column_labels_name_results_as_pandas_does() -> None:
         assert noisy.name == truth.name == 0
     alone = frame.dp.quantile(0, [0.5], epsilon=1.0, bounds=(0, 100))
     assert alone.name == frame[0].quantile([0.5]).name == 0
+
+
+def test_a_zcdp_budget_checks_a_calls_parts_as_it_charges_them() -> None:
+    """Pure parts of epsilon_i cost the sum of epsilon_i**2 / 2 of rho, not (sum)**2 / 2."""
+    frame = census(3000, rng=51)
+    frame.dp.set_budget(rho=0.02, domains=CENSUS_DOMAINS)
+    # A mean of epsilon 0.25: (0.25)**2 / 2 = 0.03125 as one release (over the budget);
+    # charged as a count and a sum of 0.125 each, 0.015625.
+    frame.dp.mean("Age", epsilon=0.25, bounds=(0, 100))
+    assert frame.dp.ledger.spent.rho == Fraction(1, 64)
+    with pytest.raises(dpframe.errors.BudgetExceededError):
+        frame.dp.mean("Age", epsilon=0.25, bounds=(0, 100))  # 0.015625 more does not fit
+    assert frame.dp.ledger.spent.rho == Fraction(1, 64)
+
+
+def test_describe_with_gaussian_noise_fits_a_rho_budget_as_charged() -> None:
+    frame = census(3000, rng=51)
+    frame.dp.set_budget(rho=0.02)
+    bounds = {"Age": (0, 100), "Earnings": (0, 2e6)}
+    frame.dp.describe(bounds=bounds, noise="gaussian", rho=0.02)  # the whole budget, exactly
+    assert frame.dp.ledger.spent.rho == Fraction(1, 50)
+    with pytest.raises(dpframe.errors.BudgetExceededError):
+        frame.dp.describe(bounds=bounds, noise="gaussian", rho=0.001)
+    assert frame.dp.ledger.spent.rho == Fraction(1, 50)
