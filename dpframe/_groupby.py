@@ -902,25 +902,28 @@ class DPSeriesGroupBy:
             names, epsilon, bounds, candidates, where, noise, rho, delta, max_rows, max_groups,
             generator,
         )  # fmt: skip
-        _check_agg_cost(self._accessor, plan)
         columns: dict[str, pd.Series[Any]] = {}
-        for name in names:
-            method = getattr(self, name)
-            kwargs: dict[str, Any] = {
-                "where": where,
-                "max_rows": max_rows,
-                "max_groups": max_groups,
-                "rng": generator,
-            }
-            if plan.gaussian:
-                kwargs.update(noise="gaussian", rho=plan.share)
-            else:
-                kwargs["epsilon"] = plan.share
-            if _AGGREGATIONS[name]:
-                kwargs["bounds"] = bounds
-            if name == "median" and candidates is not None:
-                kwargs["candidates"] = candidates
-            columns[name] = method(**kwargs)
+        # The ledger is held from the check to the last statistic: another thread's release
+        # cannot take the budget between them (leaving the call half charged).
+        with self._accessor.ledger.held():
+            _check_agg_cost(self._accessor, plan)
+            for name in names:
+                method = getattr(self, name)
+                kwargs: dict[str, Any] = {
+                    "where": where,
+                    "max_rows": max_rows,
+                    "max_groups": max_groups,
+                    "rng": generator,
+                }
+                if plan.gaussian:
+                    kwargs.update(noise="gaussian", rho=plan.share)
+                else:
+                    kwargs["epsilon"] = plan.share
+                if _AGGREGATIONS[name]:
+                    kwargs["bounds"] = bounds
+                if name == "median" and candidates is not None:
+                    kwargs["candidates"] = candidates
+                columns[name] = method(**kwargs)
         table = pd.DataFrame(columns)
         parts: list[JSONValue] = [_results.release_info(s) for s in columns.values()]
         share = plan.share

@@ -16,13 +16,14 @@ registry of live ledgers, is :mod:`dpframe._persistence`. Both observe the ledge
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import html
 import math
 import threading
 import types
 import uuid
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -647,6 +648,34 @@ class Ledger:
         costs = _call_costs(epsilon, delta, rho)
         with self._lock:
             self._fold(costs)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold this ledger for a call made of several releases: other threads wait.
+
+        A call that checks its whole cost, then releases its parts one by one (``agg``),
+        holds the ledger throughout, so that no other thread's release can take the budget
+        between the check and its last part. The lock is re-entrant: the parts' own
+        transactions run inside.
+
+        Yields
+        ------
+        None
+            While the ledger is held.
+
+        See Also
+        --------
+        transaction : One release's check and charge.
+
+        Examples
+        --------
+        >>> from dpframe._ledger import Ledger
+        >>> ledger = Ledger()
+        >>> with ledger.held():
+        ...     ledger.set_budget(1.0)
+        """
+        with self._lock:
+            yield
 
     def check_parts(self, parts: Sequence[Release]) -> None:
         """Refuse a call whose parts, charged one by one in this order, would not fit.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 
 import dpframe
+from dpframe.datasets import CENSUS_DOMAINS, census
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
@@ -158,3 +160,32 @@ def test_sizes_are_labelled_like_pandas() -> None:
     pd.testing.assert_series_equal(two.size(epsilon=60), frame.groupby(["gender", "union"]).size())
     sizes = grouped["wage"].size(epsilon=1)
     assert dpframe.release_info(sizes)["method"] == "count"  # the release, relabelled
+
+
+def test_agg_holds_the_ledger_against_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's release waits until agg is done: it cannot leave agg half charged."""
+    frame = census(3000, rng=51)
+    frame.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+    grouped = frame.dp.groupby("Sex")["Age"]
+    original_sum = type(grouped).sum
+    outcome: dict[str, Any] = {}
+
+    def other_release() -> None:
+        try:
+            frame.dp.count(epsilon=0.5)
+            outcome["other"] = "released"
+        except BudgetExceededError:
+            outcome["other"] = "refused"
+
+    def sum_after_a_race(self: Any, **kwargs: Any) -> Any:
+        racer = threading.Thread(target=other_release)
+        racer.start()
+        racer.join(timeout=0.5)  # while agg holds the ledger, the other release waits
+        outcome["racer"] = racer
+        return original_sum(self, **kwargs)
+
+    monkeypatch.setattr(type(grouped), "sum", sum_after_a_race)
+    grouped.agg(["size", "sum", "mean"], epsilon=0.9, bounds=(0, 100))
+    outcome["racer"].join()
+    assert frame.dp.ledger.spent.epsilon == Fraction(9, 10)  # all of agg, none of the other
+    assert outcome["other"] == "refused"
