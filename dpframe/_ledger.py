@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import html
+import json
 import math
 import threading
 import types
@@ -890,6 +891,7 @@ class Ledger:
         privacy_unit: tuple[Hashable, ...] | None = None,
         row_labels: tuple[Hashable, ...] | None = None,
         row_count: int | None = None,
+        releases: Sequence[Release] = (),
     ) -> None:
         """Merge another copy's state conservatively: lowest total, highest spent.
 
@@ -897,16 +899,34 @@ class Ledger:
         ours is recorded as a history row holding the difference (method
         ``"(restored)"``: one for epsilon and delta, one for rho), charged at its worst
         whatever the budget: restoring never refunds; if the copies together overspent,
-        the ledger is exhausted. A privacy unit, row labels or row count the other copy
-        knows and this one does not are adopted (a copy saved before ``set_budget``
-        knows none of them).
+        the ledger is exhausted. ``releases`` is the other copy's history: its releases
+        this one does not hold (made by that copy after the two parted, as in two
+        processes that each spent a copy of the same file) are added first, so the
+        spending of both counts, not only the larger. A privacy unit, row labels or row
+        count the other copy knows and this one does not are adopted (a copy saved before
+        ``set_budget`` knows none of them).
         """
         with self._lock:
             account = self._account
-            missing_epsilon = max(_ZERO, spent[0] - account.raw_epsilon)
-            missing_delta = max(_ZERO, spent[1] - account.raw_delta)
-            missing_rho = max(_ZERO, spent[2] - account.raw_rho)
-            added: list[Release] = []
+            known = {_identity(release) for release in self._releases}
+            foreign = [
+                release
+                for release in releases
+                if release.method != RESTORED and _identity(release) not in known
+            ]
+            foreign_costs = [_cost_of(release) for release in foreign]
+            missing_epsilon = max(
+                _ZERO,
+                spent[0] - account.raw_epsilon - sum((c.epsilon for c in foreign_costs), _ZERO),
+            )
+            missing_delta = max(
+                _ZERO, spent[1] - account.raw_delta - sum((c.delta for c in foreign_costs), _ZERO)
+            )
+            missing_rho = max(
+                _ZERO,
+                spent[2] - account.raw_rho - sum((c.rho or _ZERO for c in foreign_costs), _ZERO),
+            )
+            added: list[Release] = list(foreign)
             if missing_epsilon or missing_delta:
                 added.append(_restored(why, epsilon=missing_epsilon, delta=missing_delta))
             if missing_rho:
@@ -1149,6 +1169,12 @@ def _call_costs(epsilon: Fraction, delta: Fraction, rho: Fraction) -> list[Cost]
     if cost_rho:
         costs.append(Cost(rho=cost_rho))
     return costs
+
+
+def _identity(release: Release) -> str:
+    """One release as saved (its record, time included): the same release in two copies
+    of a ledger has the same identity; two releases never do."""
+    return json.dumps(release.record(), sort_keys=True)
 
 
 def _restored(

@@ -377,6 +377,7 @@ def restore(state: object) -> Ledger:
             privacy_unit=saved.privacy_unit,
             row_labels=saved.row_labels,
             row_count=saved.row_count,
+            releases=saved.releases,
         )
     return ledger
 

@@ -101,7 +101,7 @@ def test_a_copy_that_spent_more_is_absorbed_conservatively() -> None:
     assert ledger.total == Budget(F(4, 5), F(0))
     assert ledger.spent == Budget(F(3, 10), F(0))
     history = ledger.history
-    assert history["method"].tolist() == ["count", "(restored)"]
+    assert history["method"].tolist() == ["count", "count"]  # the other copy's release
     assert sum((F(row["epsilon"]) for row in ledger.to_dict()["history"]), F(0)) == F(3, 10)
     # an older copy (less spent, higher total) changes nothing
     older = plain_frame()
@@ -114,6 +114,43 @@ def test_a_copy_that_spent_more_is_absorbed_conservatively() -> None:
     before = ledger.to_dict()
     assert ledger_of(older) is ledger
     assert ledger.to_dict() == before
+
+
+def _copies_that_parted_both_count() -> bool:
+    """Two copies of one saved ledger each spent more (two processes reading one file)."""
+    _, ledger = budgeted_frame()
+    charge(ledger, F(1, 10))
+    saved = ledger.to_dict()
+    copies = []
+    for epsilon, time in (
+        ("1/5", "2026-01-01T00:00:01+00:00"),
+        ("3/10", "2026-01-01T00:00:02+00:00"),
+    ):
+        record = json.loads(json.dumps(saved))
+        record["history"].append({**record["history"][0], "epsilon": epsilon, "time": time})
+        record["spent"] = {"epsilon": str(F(1, 10) + F(epsilon)), "delta": "0"}
+        copies.append(record)
+    for record in copies:
+        other = plain_frame()
+        other.attrs["dpframe"] = record
+        assert ledger_of(other) is ledger
+    return ledger.spent == Budget(F(6, 10), F(0)) and len(ledger.history) == 3
+
+
+def test_copies_that_parted_add_their_spending() -> None:
+    assert _copies_that_parted_both_count()
+
+
+def test_validity_copies_merged_by_their_largest_spending_fail_the_parting_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    absorb = Ledger._absorb
+
+    def largest_only(self: Ledger, *args: Any, releases: Any = (), **kwargs: Any) -> None:
+        absorb(self, *args, **kwargs)  # the other copy's history ignored: max of the sums
+
+    monkeypatch.setattr(Ledger, "_absorb", largest_only)
+    assert not _copies_that_parted_both_count()
 
 
 def test_parquet_round_trip_restores_and_reconnects(tmp_path: Path) -> None:
