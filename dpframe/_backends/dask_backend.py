@@ -740,8 +740,10 @@ class DaskBackend:
         ):
             raise DomainError(
                 f"column {name!r} is a Dask Categorical with unknown categories; learning them "
-                f"(ddf.categorize()) would read the keys from the data. Declare them instead: "
-                f'domain={{"{name}": [...]}}, or astype(pd.CategoricalDtype([...])).'
+                f"(ddf.categorize()) would read the keys from the data. Declare them instead, "
+                f'for this call with domain={{"{name}": [...]}}, or once for the data set with '
+                f'ddf.dp.set_budget(..., domains={{"{name}": [...]}}) (and give the column the '
+                f"same categories with astype(pd.CategoricalDtype([...])), which reads nothing)."
             )
         declared = _validation.declared_domain(_known(dtype), name, domain, self.ledger.domains)
         return Group(name, declared, column.dtype)
