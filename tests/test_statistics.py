@@ -401,3 +401,16 @@ def test_describe_with_gaussian_noise_fits_a_rho_budget_as_charged() -> None:
     with pytest.raises(dpframe.errors.BudgetExceededError):
         frame.dp.describe(bounds=bounds, noise="gaussian", rho=0.001)
     assert frame.dp.ledger.spent.rho == Fraction(1, 50)
+
+
+def test_describe_with_mixed_measures_is_refused_before_drawing(word_counter: WordCounter) -> None:
+    """On an (epsilon, delta) budget the pure percentiles are charged before the zCDP
+    moments; a check in another order passed, and the call was refused after drawing."""
+    frame = pd.DataFrame(
+        np.random.default_rng(0).integers(0, 100, (300, 6)), columns=list("abcdef")
+    )
+    frame.dp.set_budget(epsilon=1.0, delta=1e-6)
+    with pytest.raises(dpframe.errors.BudgetExceededError):
+        frame.dp.describe(noise="gaussian", rho=0.0213, bounds=dict.fromkeys(frame, (0, 100)))
+    assert word_counter.words == 0
+    assert frame.dp.ledger.spent.epsilon == 0
