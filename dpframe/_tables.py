@@ -325,21 +325,28 @@ def value_counts_result(
 def percentile_labels(percentiles: Sequence[float]) -> list[str]:
     """Row labels of percentiles as ``DataFrame.describe`` writes them: ``"25%"``, ``"33.3%"``.
 
-    Whole percents are written as integers; the others with the fewest decimals (at
-    least one) that keep neighbouring percentiles, and 0% and 100%, apart.
+    pandas' own rule (``format_percentiles``): whole percents are written as integers; the
+    others with the fewest decimals (at least one) that keep the percentiles, and 0% and
+    100%, apart, found from the gaps between them.
     """
     percents = 100 * np.asarray(percentiles, dtype=np.float64)
-    whole = np.isclose(percents, np.round(percents))
+    rounded = percents.round(_label_decimals(percents)).astype(int)
+    whole = np.isclose(rounded, percents)
     if whole.all():
-        return [f"{round(p)}%" for p in percents.tolist()]
-    unique = np.unique(percents)
-    gaps = np.abs(np.ediff1d(unique, to_begin=unique[0] or None, to_end=(100 - unique[-1]) or None))
-    gaps = gaps[gaps > 0]
-    decimals = max(1, -math.floor(math.log10(float(gaps.min())))) if gaps.size else 1
-    return [
-        f"{round(p)}%" if w else f"{round(p, decimals)}%"
-        for p, w in zip(percents.tolist(), whole.tolist(), strict=True)
-    ]
+        return [f"{text}%" for text in rounded.astype(str)]
+    decimals = _label_decimals(np.unique(percents))
+    out = np.empty(len(percents), dtype=object)
+    out[whole] = percents[whole].round().astype(int).astype(str)
+    out[~whole] = percents[~whole].round(decimals).astype(str)
+    return [f"{text}%" for text in out]
+
+
+def _label_decimals(percents: NDArray[np.float64]) -> int:
+    """Decimals that keep sorted percents (and 0 and 100) apart: at least one."""
+    before = percents[0] if percents[0] > 0 else None
+    after = 100 - percents[-1] if percents[-1] < 100 else None
+    gaps = np.abs(np.ediff1d(percents, to_begin=before, to_end=after))
+    return max(1, int(-np.floor(np.log10(np.min(gaps)))))
 
 
 def describe_result(

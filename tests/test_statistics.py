@@ -96,7 +96,15 @@ def test_describe_is_laid_out_like_pandas_without_min_and_max(df: pd.DataFrame) 
 
 @pytest.mark.parametrize(
     "percentiles",
-    [[1 / 3, 0.1234567], np.array([0.75, 0.25]), [0.001, 0.0011], [Fraction(1, 3)], (0.0, 1.0)],
+    [
+        [1 / 3, 0.1234567],
+        np.array([0.75, 0.25]),
+        [0.001, 0.0011],
+        [Fraction(1, 3)],
+        (0.0, 1.0),
+        [0.419999, 0.42],  # close to a whole percent, but not one: '41.9999%', '42%'
+        [0.0165, 0.5],  # '1.6%' as pandas rounds it (half to even), not '1.7%'
+    ],
 )
 def test_describe_reads_and_labels_percentiles_like_pandas(
     df: pd.DataFrame, percentiles: Any
