@@ -268,7 +268,9 @@ class PandasBackend:
                 f"This frame has {len(self._frame)} rows, more than the {budgeted_rows} of the "
                 f"frame given the budget, so some people now have several rows "
                 f"(pd.concat([df, df], ignore_index=True), explode, a merge that repeated "
-                f"rows), and a release would spend more privacy than it charges. dpframe "
+                f"rows; or rows of nobody, added by an outer or right merge: merge with "
+                f"how='left' or 'inner'), and a release would spend more privacy than it "
+                f"charges, or count rows that are no one's. dpframe "
                 f"assumes each row belongs to a different person: release from the frame "
                 f"without the repeated rows. For data with several rows per person, declare "
                 f'the person: df.dp.set_budget(..., privacy_unit="person_id").'
