@@ -910,37 +910,34 @@ class Ledger:
         ``set_budget`` knows none of them).
         """
         with self._lock:
+            account = self._account
             known = {_identity(release) for release in self._releases}
             foreign = [
                 release
                 for release in releases
                 if release.method != RESTORED and _identity(release) not in known
             ]
-            # Spending this process made after a copy was saved is held as "(restored)" rows
-            # of SPENT_LATER_HERE; a later copy lists it as releases. What the foreign
-            # releases explain of those rows is not counted twice. Rows restored from other
-            # copies ("spent in another copy") may be spending nobody here saw: kept whole.
-            later_here = [
-                r
-                for r in self._releases
-                if r.method == RESTORED and r.mechanism == SPENT_LATER_HERE
-            ]
-            kept = [r for r in self._releases if all(r is not row for row in later_here)]
-            foreign_sums = _sums(foreign)
-            unexplained = _minus(_sums(later_here), foreign_sums)
-            leftover = _restored_rows(SPENT_LATER_HERE, unexplained)
-            base = _plus(_plus(_sums(kept), foreign_sums), unexplained)
-            added: list[Release] = [*foreign, *_restored_rows(why, _minus(spent, base))]
+            foreign_costs = [_cost_of(release) for release in foreign]
+            missing_epsilon = max(
+                _ZERO,
+                spent[0] - account.raw_epsilon - sum((c.epsilon for c in foreign_costs), _ZERO),
+            )
+            missing_delta = max(
+                _ZERO, spent[1] - account.raw_delta - sum((c.delta for c in foreign_costs), _ZERO)
+            )
+            missing_rho = max(
+                _ZERO,
+                spent[2] - account.raw_rho - sum((c.rho or _ZERO for c in foreign_costs), _ZERO),
+            )
+            added: list[Release] = list(foreign)
+            if missing_epsilon or missing_delta:
+                added.append(_restored(why, epsilon=missing_epsilon, delta=missing_delta))
+            if missing_rho:
+                added.append(_restored(why, rho=missing_rho))
             lowered = _composition.lower_total(self._total, total)
             lower_total = lowered != self._total
-            rewritten = len(leftover) != len(later_here) or any(
-                _sums([a]) != _sums([b]) for a, b in zip(leftover, later_here, strict=False)
-            )
-            if rewritten:
-                self._releases = [*kept, *leftover, *added]
-            else:
-                self._releases.extend(added)
-            if lower_total or rewritten:
+            self._releases.extend(added)
+            if lower_total:
                 self._total = lowered
                 self._account = _composition.replay(
                     lowered, map(_cost_of, self._releases), force=True
@@ -961,7 +958,7 @@ class Ledger:
                 self._row_labels, learned = row_labels, True
             if row_count is not None and self._row_count is None:
                 self._row_count, learned = row_count, True
-            if added or rewritten or lower_total or set_now or new_domains or learned:
+            if added or lower_total or set_now or new_domains or learned:
                 self._changed(added)
 
     def _changed(self, added: Sequence[Release]) -> None:
@@ -1175,42 +1172,6 @@ def _call_costs(epsilon: Fraction, delta: Fraction, rho: Fraction) -> list[Cost]
     if cost_rho:
         costs.append(Cost(rho=cost_rho))
     return costs
-
-
-#: Why a "(restored)" row holds spending this process made after a saved copy was made.
-SPENT_LATER_HERE = "spent after this copy was saved"
-
-_Sums = tuple[Fraction, Fraction, Fraction]
-
-
-def _sums(releases: Sequence[Release]) -> _Sums:
-    """Exact sums of the releases' costs by measure: (epsilon, delta, rho)."""
-    costs = [_cost_of(release) for release in releases]
-    return (
-        sum((c.epsilon for c in costs), _ZERO),
-        sum((c.delta for c in costs), _ZERO),
-        sum((c.rho or _ZERO for c in costs), _ZERO),
-    )
-
-
-def _plus(a: _Sums, b: _Sums) -> _Sums:
-    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
-
-
-def _minus(a: _Sums, b: _Sums) -> _Sums:
-    """What of ``a`` is above ``b``, by measure (never negative)."""
-    return (max(_ZERO, a[0] - b[0]), max(_ZERO, a[1] - b[1]), max(_ZERO, a[2] - b[2]))
-
-
-def _restored_rows(why: str, amounts: _Sums) -> list[Release]:
-    """History rows holding spending known only by its amounts: one for epsilon and
-    delta, one for rho (a release is measured in one measure)."""
-    rows = []
-    if amounts[0] or amounts[1]:
-        rows.append(_restored(why, epsilon=amounts[0], delta=amounts[1]))
-    if amounts[2]:
-        rows.append(_restored(why, rho=amounts[2]))
-    return rows
 
 
 def _identity(release: Release) -> str:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from dpframe import _validation
 from dpframe._composition import Total
-from dpframe._ledger import FORMAT, FORMAT_VERSION, SPENT_LATER_HERE, Ledger
+from dpframe._ledger import FORMAT, FORMAT_VERSION, Ledger
 from dpframe._release import Release
 from dpframe.errors import DPFrameError, InvalidParameterError
 
@@ -367,7 +367,7 @@ def restore(state: object) -> Ledger:
                 ledger._absorb(
                     mark.total,
                     mark.spent,
-                    SPENT_LATER_HERE,
+                    "spent after this copy was saved",
                     budget_set=mark.budget_set,
                     domains=mark.domains,
                     privacy_unit=mark.privacy_unit,

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dpframe import _attrs, _ledger, _persistence
+from dpframe import _attrs, _persistence
 from dpframe._attrs import ledger_of
 from dpframe._budget import Budget
 from dpframe._ledger import Ledger
@@ -135,32 +135,6 @@ def _copies_that_parted_both_count() -> bool:
         other.attrs["dpframe"] = record
         assert ledger_of(other) is ledger
     return ledger.spent == Budget(F(6, 10), F(0)) and len(ledger.history) == 3
-
-
-def _checkpoints_count_each_release_once(tmp_path: Path) -> bool:
-    """Files saved before and after a release, read back in order after the ledger died."""
-    frame, ledger = budgeted_frame()
-    frame.to_parquet(tmp_path / "before.parquet")
-    charge(ledger, F(3, 10))
-    frame.to_parquet(tmp_path / "after.parquet")
-    del frame, ledger
-    gc.collect()
-    before = ledger_of(pd.read_parquet(tmp_path / "before.parquet"))  # learns 3/10 as restored
-    after = ledger_of(pd.read_parquet(tmp_path / "after.parquet"))  # lists the 3/10 release
-    assert before is not None
-    assert after is before
-    return before.spent == Budget(F(3, 10), F(0)) and before.history["method"].tolist() == ["count"]
-
-
-def test_checkpoints_read_back_in_order_count_each_release_once(tmp_path: Path) -> None:
-    assert _checkpoints_count_each_release_once(tmp_path)
-
-
-def test_validity_restored_rows_never_netted_fail_the_checkpoint_test(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_ledger, "SPENT_LATER_HERE", "never matched")
-    assert not _checkpoints_count_each_release_once(tmp_path)
 
 
 def test_copies_that_parted_add_their_spending() -> None:
