@@ -1785,6 +1785,7 @@ class DPAccessor:
         generator = _validation.rng(rng)
         columns = _validation.describe_bounds(bounds)
         levels = _validation.describe_percentiles(percentiles)
+        _tables.percentile_labels(levels)  # labels that cannot be made refuse before charging
         for column in columns:
             self._backend.numeric_column(column, "bounds")
         contribution = self._contribution("describe", max_rows, None, False)

@@ -37,8 +37,6 @@ from dpframe.errors import DPFrameError, InvalidParameterError
 __all__ = ["parse_release", "record_id", "restore", "unpickle_ledger"]
 
 _LOCK = threading.RLock()
-# Held through a whole restore (see restore); never taken while a ledger's lock is held.
-_RESTORING = threading.Lock()
 _LIVE: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
 
 
@@ -345,14 +343,15 @@ def restore(state: object) -> Ledger:
     well as this process's high-water mark for that id, so a saved copy never refunds.
     """
     saved = _parse_state(state)
-    # One restore at a time. _LOCK is held only to read the registries: a charge holds its
-    # ledger's lock while it updates them, so holding _LOCK while waiting for a ledger's
-    # lock (in _absorb) would deadlock against a long call that holds it (agg).
-    with _RESTORING:
-        with _LOCK:
-            ledger = _LIVE.get(saved.ledger_id)
-            mark = _HIGH_WATER.get(saved.ledger_id)
+    # _LOCK is never held while waiting for a live ledger's lock: a charge holds its
+    # ledger's lock while it updates the registries (under _LOCK), and a long call holds
+    # its ledger throughout (agg), so waiting there with _LOCK held would deadlock. A
+    # ledger rebuilt here is touched under _LOCK only while no other thread can reach it
+    # (it is found through _LIVE, which _LOCK guards).
+    with _LOCK:
+        ledger = _LIVE.get(saved.ledger_id)
         if ledger is None:
+            mark = _HIGH_WATER.get(saved.ledger_id)
             ledger = Ledger._rebuilt(
                 saved.ledger_id,
                 saved.total,
@@ -374,17 +373,17 @@ def restore(state: object) -> Ledger:
                     row_labels=mark.row_labels,
                     row_count=mark.row_count,
                 )
-        ledger._absorb(
-            saved.total,
-            saved.spent,
-            "spent in another copy of this ledger",
-            budget_set=saved.budget_set,
-            domains=saved.domains,
-            privacy_unit=saved.privacy_unit,
-            row_labels=saved.row_labels,
-            row_count=saved.row_count,
-            releases=saved.releases,
-        )
+    ledger._absorb(
+        saved.total,
+        saved.spent,
+        "spent in another copy of this ledger",
+        budget_set=saved.budget_set,
+        domains=saved.domains,
+        privacy_unit=saved.privacy_unit,
+        row_labels=saved.row_labels,
+        row_count=saved.row_count,
+        releases=saved.releases,
+    )
     return ledger
 
 

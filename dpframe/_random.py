@@ -22,7 +22,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from numpy.typing import NDArray
 
-from dpframe.errors import DPFrameError, InvalidParameterTypeError
+from dpframe.errors import DPFrameError, InvalidParameterError, InvalidParameterTypeError
 
 __all__: list[str] = []
 
@@ -94,6 +94,8 @@ def bit_source(rng: Any) -> BitSource:
             f"seed; got {rng!r}. Leave rng=None for real releases: a caller's rng makes "
             f"them reproducible and so not private."
         )
+    if isinstance(rng, int | np.integer) and rng < 0:
+        raise InvalidParameterError(f"an rng seed must be a non-negative integer, got {rng}.")
     return GeneratorBitSource(np.random.default_rng(rng))
 
 

@@ -346,7 +346,8 @@ def _label_decimals(percents: NDArray[np.float64]) -> int:
     before = percents[0] if percents[0] > 0 else None
     after = 100 - percents[-1] if percents[-1] < 100 else None
     gaps = np.abs(np.ediff1d(percents, to_begin=before, to_end=after))
-    return max(1, int(-np.floor(np.log10(np.min(gaps)))))
+    gaps = gaps[gaps > 0]  # levels equal once scaled to percents: the same label, as in pandas
+    return max(1, int(-np.floor(np.log10(np.min(gaps))))) if gaps.size else 1
 
 
 def describe_result(

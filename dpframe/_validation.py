@@ -284,8 +284,19 @@ def sum_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
     return lo, hi
 
 
+def _not_masked(values: Any, name: str) -> None:
+    """Refuse a masked array: np.asarray drops its mask, and the hidden values would be read."""
+    if isinstance(values, np.ma.MaskedArray):
+        raise InvalidParameterTypeError(
+            f"{name} is a masked array, whose masked entries would be read and released "
+            f"(numpy drops the mask). Pass {name}.compressed() to leave them out, or "
+            f"{name}.filled(value) to replace them."
+        )
+
+
 def real_array(values: Any, name: str = "values") -> NDArray[np.float64]:
     """``values`` as a float64 array; refuses NaN, non-numbers and bools (±inf are allowed)."""
+    _not_masked(values, name)
     array = np.asarray(values)
     if array.dtype == np.bool_ or array.dtype.kind not in "iuf":
         raise InvalidParameterTypeError(
@@ -303,6 +314,7 @@ def real_array(values: Any, name: str = "values") -> NDArray[np.float64]:
 
 def integer_array(values: Any, name: str = "values") -> NDArray[np.int64]:
     """``values`` as an int64 array; refuses floats, bools, objects and out-of-range integers."""
+    _not_masked(values, name)
     array = np.asarray(values)
     if array.dtype == np.bool_ or array.dtype.kind not in "iu":
         raise InvalidParameterTypeError(
@@ -884,6 +896,8 @@ def rng(value: object) -> np.random.Generator | None:
             f"seed; got {value!r}. Leave rng=None for real releases: a caller's rng makes "
             f"them reproducible and so not private."
         )
+    if isinstance(value, int | np.integer) and value < 0:
+        raise InvalidParameterError(f"an rng seed must be a non-negative integer, got {value}.")
     return np.random.default_rng(value)
 
 

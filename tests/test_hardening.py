@@ -223,6 +223,24 @@ def test_a_where_condition_on_another_budgeted_frame_is_refused() -> None:
     frame.dp.count(epsilon=0.5, where=frame["Age"] > 30)  # its own column: fine
 
 
+@pytest.mark.parametrize(
+    "release",
+    [
+        lambda v: dpm.geometric(v, epsilon=1.0),
+        lambda v: dpm.laplace(v.astype(float), epsilon=1.0, sensitivity=1.0, bounds=(0.0, 9.0)),
+    ],
+)
+def test_a_masked_array_is_refused_not_released_unmasked(release: Callable[[Any], Any]) -> None:
+    values = np.ma.masked_array([1, 2, 3], mask=[False, True, False])  # 2 is hidden
+    with pytest.raises(InvalidParameterTypeError, match="masked array"):
+        release(values)
+
+
+def test_a_negative_seed_is_refused_as_dpframe_error() -> None:
+    with pytest.raises(InvalidParameterError, match="non-negative"):
+        dpm.geometric(np.array([1]), epsilon=1.0, rng=-1)
+
+
 def test_parquet_and_pickle_files_keep_the_spent_budget(tmp_path: Path) -> None:
     frame = census(100, rng=5)
     frame.dp.set_budget(epsilon=1.0)

@@ -9,6 +9,7 @@ import json
 import pickle
 import subprocess
 import sys
+import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -525,3 +526,33 @@ def test_malformed_zcdp_records_are_refused(
     }
     with pytest.raises(InvalidParameterError, match="not a valid dpframe ledger record"):
         ledger_of(frame)
+
+
+def test_a_restore_inside_a_held_ledger_does_not_deadlock() -> None:
+    """A thread that holds its ledger (agg) may restore a copy of it while another thread's
+    restore of that ledger waits: the waiting restore may hold no lock the first needs."""
+    frame, ledger = budgeted_frame()
+    saved = pickle.dumps(frame)
+    done: list[str] = []
+
+    def waiting_restore() -> None:
+        pickle.loads(saved)
+        done.append("waiting")
+
+    def holder() -> None:
+        with ledger.held():
+            waiting = threading.Thread(target=waiting_restore, daemon=True)
+            waiting.start()
+            waiting.join(timeout=0.5)  # it waits for the ledger, which this thread holds
+            pickle.loads(saved)  # a restore of the same ledger, inside the hold
+            done.append("holder")
+
+    holding = threading.Thread(target=holder, daemon=True)
+    holding.start()
+    holding.join(timeout=20)
+    assert "holder" in done, "the holder deadlocked with the waiting restore"
+    for _ in range(200):
+        if "waiting" in done:
+            break
+        threading.Event().wait(0.1)
+    assert done == ["holder", "waiting"]

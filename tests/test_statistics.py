@@ -115,6 +115,16 @@ def test_describe_reads_and_labels_percentiles_like_pandas(
     pd.testing.assert_index_equal(noisy.index, truth.index)
 
 
+def test_levels_equal_once_scaled_share_a_label_and_release(df: pd.DataFrame) -> None:
+    """Distinct levels that make one percent: the label rule once divided by their zero
+    gap, after the budget was charged (pandas' own describe fails on them)."""
+    level = 0.7298317482601286
+    noisy = df.dp.describe(
+        epsilon=1.0, bounds={"Age": (0, 100)}, percentiles=[level, float(np.nextafter(level, 2))]
+    )
+    assert noisy.index.tolist()[3:] == ["73.0%", "73.0%"]
+
+
 @pytest.mark.parametrize(
     ("percentiles", "error"),
     [
