@@ -52,6 +52,9 @@ class _Mark:
     privacy_unit: tuple[Hashable, ...] | None
     row_labels: tuple[Hashable, ...] | None
     row_count: int | None
+    #: The ledger's own history (the live list: no copy per charge), so that a copy read
+    #: back after the ledger died learns which releases were made, not only their sums.
+    releases: Sequence[Release]
 
 
 # id -> its mark, for every ledger that was ever charged or given a budget in this
@@ -78,6 +81,7 @@ class _Registry:
             ledger.privacy_unit,
             ledger.row_labels,
             ledger.row_count,
+            ledger._releases,
         )
         with _LOCK:
             _HIGH_WATER[ledger.id] = mark
@@ -372,6 +376,7 @@ def restore(state: object) -> Ledger:
                     privacy_unit=mark.privacy_unit,
                     row_labels=mark.row_labels,
                     row_count=mark.row_count,
+                    releases=mark.releases,
                 )
     ledger._absorb(
         saved.total,
