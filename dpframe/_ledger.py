@@ -912,11 +912,10 @@ class Ledger:
         with self._lock:
             account = self._account
             known = {_identity(release) for release in self._releases}
-            foreign = [
-                release
-                for release in releases
-                if release.method != RESTORED and _identity(release) not in known
-            ]
+            # "(restored)" rows count too: in a high-water mark they are the dead ledger's
+            # own rows, and another copy's may hold spending this one never saw (the same
+            # unknown spending restored in two copies is then counted twice: the safe side).
+            foreign = [release for release in releases if _identity(release) not in known]
             foreign_costs = [_cost_of(release) for release in foreign]
             missing_epsilon = max(
                 _ZERO,

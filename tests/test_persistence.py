@@ -599,3 +599,27 @@ def test_a_restore_inside_a_held_ledger_does_not_deadlock() -> None:
             break
         threading.Event().wait(0.1)
     assert done == ["holder", "waiting"]
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_spending_known_only_by_its_sum_stays_counted_beside_another_copys_release(
+    alive: bool,
+) -> None:
+    """0.3 spent here, 0.2 learnt from a copy as a sum ("(restored)"), 0.2 spent by
+    another process: 0.7, whether or not the ledger died before that copy is read."""
+    ledger = Ledger()
+    ledger.set_budget(1)
+    first = json.loads(json.dumps(ledger.to_dict()))
+    charge(ledger, F(3, 10))
+    _persistence.restore({**first, "spent": {"epsilon": "1/2", "delta": "0"}})
+    _, elsewhere_ledger = budgeted_frame()
+    charge(elsewhere_ledger, F(1, 5))
+    elsewhere = json.loads(json.dumps(first))
+    elsewhere["history"].append(elsewhere_ledger.to_dict()["history"][0])
+    elsewhere["spent"] = {"epsilon": "1/5", "delta": "0"}
+    if not alive:
+        del ledger
+        gc.collect()
+    restored = _persistence.restore(elsewhere)
+    assert restored.spent == Budget(F(7, 10), F(0))
+    assert sum((F(row["epsilon"]) for row in restored.to_dict()["history"]), F(0)) == F(7, 10)
