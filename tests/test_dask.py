@@ -676,6 +676,11 @@ SELF_COMBINATIONS: dict[str, Callable[[Any, Path], Any]] = {
         on="Occupation",
     ),
     "join with itself": lambda f, _: f[["Age"]].join(f[["Earnings"]].rename(columns=str.lower)),
+    # one input, its rows repeated
+    "sample with replacement": lambda f, _: f.sample(frac=2.0, replace=True, random_state=0),
+    "explode": lambda f, _: f.map_partitions(lambda p: p.assign(pair=[[1, 2]] * len(p))).explode(
+        "pair"
+    ),
 }
 
 
@@ -712,6 +717,13 @@ def test_the_repeated_rows_check_lets_other_combinations_through(
     assert columns.dp.count(epsilon=EXACT_EPSILON) == N_ROWS
     assert merged.dp.count(epsilon=EXACT_EPSILON) == int(df["Age"].isin(other["Age"]).sum())
     assert ddf.dp.ledger.spent.epsilon == 3 * EXACT_EPSILON
+
+
+def test_a_sample_without_replacement_repeats_no_row(client: Any, ddf: Any) -> None:
+    # Validity twin of the "sample with replacement" refusal: the same call, no repeats.
+    ddf.dp.set_budget(epsilon=EXACT_EPSILON)
+    sampled = ddf.sample(frac=0.5, random_state=0)
+    assert sampled.dp.count(epsilon=EXACT_EPSILON) == len(sampled.compute())
 
 
 # ---------------------------------------------------------------- messages hold no data

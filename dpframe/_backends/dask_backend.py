@@ -247,10 +247,15 @@ def _expression_meta(expr: Any) -> _Carrier | None:
 
 def _combination(expr: Any) -> str | None:
     """How an expression combines frames: ``"concat"`` (``dd.concat`` of rows),
-    ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), or None."""
+    ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), ``"repeat"``
+    (one frame's rows repeated: ``explode``, ``sample(replace=True)``), or None."""
     classes = {cls.__name__ for cls in type(expr).__mro__}
     if classes & {"Merge", "JoinRecursive"}:
         return "merge"
+    if classes & {"ExplodeFrame", "ExplodeSeries"}:
+        return "repeat"
+    if "Sample" in classes and expr.operand("replace"):
+        return "repeat"
     if "ConcatUnindexed" in classes:  # what concat(axis=1) is lowered to
         return "columns"
     if "Concat" in classes:
@@ -453,6 +458,8 @@ def _repeated_rows(
     """
     for node in tree.values():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
+        if node.combination == "repeat" and budgeted_inputs and unit is None:
+            return "repeat"  # one input, its rows repeated: bounded only with a unit
         if node.combination not in ("concat", "merge") or budgeted_inputs < 2:
             continue
         if unit is None:
@@ -473,6 +480,15 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             f"which no bound on this unit limits. Merge on them: "
             f"ddf.merge(other, on={unit!r} + [...]) (not on the index, nor on differently "
             f"named columns)."
+        )
+    if combination == "repeat":
+        return PrivacyUnitError(
+            f"This Dask DataFrame repeats rows of the budgeted data (ledger "
+            f"{ledger.id[:8]}…) with explode or sample(replace=True), so one person's row can "
+            f"appear in it more than once, and a release from it would cost more privacy than "
+            f"the epsilon charged. Release from the frame before the repeat, or declare the "
+            f"person (set_budget(..., privacy_unit=...)): each release then bounds every "
+            f"unit's rows."
         )
     what = "dd.concat" if combination == "concat" else "a merge or join"
     return PrivacyUnitError(
