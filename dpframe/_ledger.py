@@ -1104,34 +1104,26 @@ class Transaction:
         if self._planned is None:
             self._ledger.check(self._epsilon, self._delta, rho=self._rho)
             return self
-        self._check_plan(self._planned)
+        self._within_cost(self._planned, "planned")  # so that drawn's check can hold
         self._ledger.check_parts(self._planned)
         return self
 
-    def _check_plan(self, planned: Sequence[Release]) -> None:
-        """The planned parts fit the totals (so :meth:`drawn`'s check can hold)."""
-        epsilon = sum((p.epsilon for p in planned), _ZERO)
-        delta = sum((p.delta for p in planned), _ZERO)
-        rho = sum((p.rho for p in planned if p.rho is not None), _ZERO)
-        if epsilon > self._epsilon or delta > self._delta or rho > self._rho:
-            raise DPFrameError(
-                "internal error: a call planned more than the cost it declared "
-                f"(declared epsilon={self._epsilon}, delta={self._delta}, rho={self._rho}; "
-                f"planned epsilon={epsilon}, delta={delta}, rho={rho}); please report"
-            )
-
-    def drawn(self, *releases: Release) -> None:
-        """Record that these releases' noise was drawn: charged on exit, whatever happens."""
-        parts = [*self._parts, *releases]
+    def _within_cost(self, parts: Sequence[Release], what: str) -> None:
+        """Refuse (an internal error) parts costing more than the call declared."""
         epsilon = sum((p.epsilon for p in parts), _ZERO)
         delta = sum((p.delta for p in parts), _ZERO)
         rho = sum((p.rho for p in parts if p.rho is not None), _ZERO)
         if epsilon > self._epsilon or delta > self._delta or rho > self._rho:
             raise DPFrameError(
-                "internal error: a release drew more than the cost checked for its call "
+                f"internal error: a call {what} more than the cost checked for it "
                 f"(checked epsilon={self._epsilon}, delta={self._delta}, rho={self._rho}; "
-                f"drawn epsilon={epsilon}, delta={delta}, rho={rho}); please report"
+                f"{what} epsilon={epsilon}, delta={delta}, rho={rho}); please report"
             )
+
+    def drawn(self, *releases: Release) -> None:
+        """Record that these releases' noise was drawn: charged on exit, whatever happens."""
+        parts = [*self._parts, *releases]
+        self._within_cost(parts, "drew")
         self._parts = parts
 
     def __exit__(

@@ -367,29 +367,24 @@ def restore(state: object) -> Ledger:
                 row_count=saved.row_count,
             )
             if mark is not None:  # what the ledger reached after this copy was saved
-                ledger._absorb(
-                    mark.total,
-                    mark.spent,
-                    "spent after this copy was saved",
-                    budget_set=mark.budget_set,
-                    domains=mark.domains,
-                    privacy_unit=mark.privacy_unit,
-                    row_labels=mark.row_labels,
-                    row_count=mark.row_count,
-                    releases=mark.releases,
-                )
-    ledger._absorb(
-        saved.total,
-        saved.spent,
-        "spent in another copy of this ledger",
-        budget_set=saved.budget_set,
-        domains=saved.domains,
-        privacy_unit=saved.privacy_unit,
-        row_labels=saved.row_labels,
-        row_count=saved.row_count,
-        releases=saved.releases,
-    )
+                _absorb(ledger, mark, "spent after this copy was saved")
+    _absorb(ledger, saved, "spent in another copy of this ledger")
     return ledger
+
+
+def _absorb(ledger: Ledger, copy: _Mark | _Saved, why: str) -> None:
+    """Merge what another copy of the ledger knows into ``ledger`` (see Ledger._absorb)."""
+    ledger._absorb(
+        copy.total,
+        copy.spent,
+        why,
+        budget_set=copy.budget_set,
+        domains=copy.domains,
+        privacy_unit=copy.privacy_unit,
+        row_labels=copy.row_labels,
+        row_count=copy.row_count,
+        releases=copy.releases,
+    )
 
 
 def unpickle_ledger(state: dict[str, Any]) -> Ledger:

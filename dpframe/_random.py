@@ -22,7 +22,8 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from numpy.typing import NDArray
 
-from dpframe.errors import DPFrameError, InvalidParameterError, InvalidParameterTypeError
+from dpframe import _validation
+from dpframe.errors import DPFrameError
 
 __all__: list[str] = []
 
@@ -82,21 +83,8 @@ class GeneratorBitSource:
 
 def bit_source(rng: Any) -> BitSource:
     """The bit source for a mechanism call: cryptographic for ``rng=None``, else the caller's."""
-    if rng is None:
-        return CryptoBitSource()
-    if isinstance(rng, np.random.Generator):
-        return GeneratorBitSource(rng)
-    if isinstance(rng, bool) or not isinstance(
-        rng, int | np.integer | np.random.SeedSequence | np.random.BitGenerator
-    ):
-        raise InvalidParameterTypeError(
-            f"rng must be None (cryptographic randomness, private), a numpy Generator, or a "
-            f"seed; got {rng!r}. Leave rng=None for real releases: a caller's rng makes "
-            f"them reproducible and so not private."
-        )
-    if isinstance(rng, int | np.integer) and rng < 0:
-        raise InvalidParameterError(f"an rng seed must be a non-negative integer, got {rng}.")
-    return GeneratorBitSource(np.random.default_rng(rng))
+    generator = _validation.rng(rng)  # SPEC 7, as the accessor reads it
+    return CryptoBitSource() if generator is None else GeneratorBitSource(generator)
 
 
 def uniform_bits(source: BitSource, n: int) -> NDArray[np.bool_]:
