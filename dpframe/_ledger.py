@@ -42,6 +42,7 @@ from dpframe.errors import (
     DPFrameError,
     InvalidParameterError,
     InvalidParameterTypeError,
+    LedgerConflictError,
 )
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ class Ledger:
         "_account",
         "_attachment",
         "_budget_set",
+        "_conflict",
         "_domains",
         "_id",
         "_lock",
@@ -217,6 +219,7 @@ class Ledger:
     _row_labels: tuple[Hashable, ...] | None
     _row_count: int | None
     _privacy_unit: tuple[Hashable, ...] | None
+    _conflict: str | None  # why copies of this ledger cannot be merged (releases refused)
 
     def __init__(self) -> None:
         self._setup(uuid.uuid4().hex)
@@ -264,6 +267,7 @@ class Ledger:
         self._row_labels = None
         self._row_count = None
         self._privacy_unit = None
+        self._conflict = None
         if announce:
             self._announce()
 
@@ -789,6 +793,8 @@ class Ledger:
         ...
         dpframe.errors.BudgetNotSetError: This frame's data has no privacy budget, ...
         """
+        if self._conflict is not None:
+            raise LedgerConflictError(self._conflict)
         if not self._budget_set:
             raise BudgetNotSetError(
                 "This frame's data has no privacy budget, so dpframe will not release from "
@@ -907,9 +913,15 @@ class Ledger:
         processes that each spent a copy of the same file) are added first, so the
         spending of both counts, not only the larger. A privacy unit, row labels or row
         count the other copy knows and this one does not are adopted (a copy saved before
-        ``set_budget`` knows none of them).
+        ``set_budget`` knows none of them); of two row counts, the smaller is kept (the
+        safe side). Two copies whose budgets were set with different privacy units (one of
+        them possibly none, one row per person) cannot be accounted together: releases
+        bounded for one unit are not bounded for the other. The ledger is then marked, and
+        every later release from it is refused (:meth:`require_budget`).
         """
         with self._lock:
+            if budget_set and self._budget_set and privacy_unit != self._privacy_unit:
+                self._conflict = _unit_conflict(self._privacy_unit, privacy_unit)
             account = self._account
             known = {_identity(release) for release in self._releases}
             # "(restored)" rows count too: in a high-water mark they are the dead ledger's
@@ -955,7 +967,7 @@ class Ledger:
                 self._privacy_unit, learned = privacy_unit, True
             if row_labels is not None and self._row_labels is None:
                 self._row_labels, learned = row_labels, True
-            if row_count is not None and self._row_count is None:
+            if row_count is not None and (self._row_count is None or row_count < self._row_count):
                 self._row_count, learned = row_count, True
             if added or lower_total or set_now or new_domains or learned:
                 self._changed(added)
@@ -1163,6 +1175,22 @@ def _call_costs(epsilon: Fraction, delta: Fraction, rho: Fraction) -> list[Cost]
     if cost_rho:
         costs.append(Cost(rho=cost_rho))
     return costs
+
+
+def _unit_conflict(ours: tuple[Hashable, ...] | None, theirs: tuple[Hashable, ...] | None) -> str:
+    """Why two copies of one ledger with different privacy units cannot be merged."""
+
+    def text(unit: tuple[Hashable, ...] | None) -> str:
+        return "none (one row per person)" if unit is None else repr(list(unit))
+
+    return (
+        "Two copies of this data's ledger had their budgets set with different privacy "
+        f"units ({text(ours)} in one, {text(theirs)} in the other), and a file read back "
+        "in this process merged them. Releases bounded for one unit are not "
+        "bounded for the other, so dpframe cannot say what either person has lost, and "
+        "refuses every release from this data in this process. Read back only the copies "
+        "whose budget was set with one unit, in a new Python process."
+    )
 
 
 def _identity(release: Release) -> str:

@@ -17,13 +17,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dpframe import _attrs, _persistence
+from dpframe import _attrs, _ledger, _persistence
 from dpframe._attrs import ledger_of
 from dpframe._budget import Budget
 from dpframe._ledger import Ledger
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
+    LedgerConflictError,
 )
 from tests._ledgers import F, budgeted_frame, charge, plain_frame
 
@@ -267,6 +268,48 @@ def test_validity_a_high_water_mark_without_the_unit_fails_the_unit_test(
 
     monkeypatch.setattr(_persistence._Registry, "changed", forgetful)
     assert not _unit_kept_from_a_copy_saved_before_the_budget(tmp_path)
+
+
+def _copies_with_other_units_are_refused() -> bool:
+    """Two copies of a file saved before set_budget, budgeted with different units."""
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    early = panel.dp.ledger.to_dict()  # any .dp use attaches a ledger, with no budget yet
+    years = {"year": [1980, 1981]}
+    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains=years)
+    # another process read the early file and set its budget with one row per person
+    elsewhere = {**early, "budget_set": True, "total": {"epsilon": "4", "delta": "0"}}
+    elsewhere["row_count"] = 4
+    copy_of = plain_frame()
+    copy_of.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
+    assert ledger_of(copy_of) is panel.dp.ledger
+    try:
+        panel.dp.count(epsilon=1.0, by="year", max_rows=1, max_groups=2)
+    except LedgerConflictError as error:
+        return "privacy units" in str(error) and panel.dp.ledger.spent.epsilon == 0
+    return False
+
+
+def test_copies_budgeted_with_other_privacy_units_refuse_every_release() -> None:
+    # Releases bounded per person and releases counted per row cannot be added up.
+    assert _copies_with_other_units_are_refused()
+
+
+def test_validity_merging_units_silently_fails_the_conflict_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_ledger, "_unit_conflict", lambda ours, theirs: None)
+    assert not _copies_with_other_units_are_refused()
+
+
+def test_of_two_row_counts_the_smaller_is_kept() -> None:
+    frame = plain_frame()
+    early = ledger_of(frame).to_dict()
+    frame.dp.set_budget(epsilon=1.0)
+    smaller = {**early, "budget_set": True, "total": {"epsilon": "1", "delta": "0"}}
+    smaller["row_count"] = len(frame) - 1
+    copy_of = plain_frame()
+    copy_of.attrs["dpframe"] = smaller
+    assert ledger_of(copy_of).row_count == len(frame) - 1
 
 
 def test_the_row_count_is_saved_with_the_ledger() -> None:
