@@ -16,6 +16,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe._backends import Group
+from dpframe._backends.kernels import nullable_dtype
 from dpframe._moments import moment_estimate
 from dpframe._plans import ALPHA, DescribeSplit, MomentRelease, TableBars, TablePlan
 from dpframe._release import JSONValue, Release, call_metadata
@@ -35,12 +36,37 @@ __all__ = [
 
 
 def _level(group: Group) -> pd.Index:
-    dtype = group.dtype
-    if isinstance(dtype, pd.CategoricalDtype) and dtype.categories.equals(group.domain):
-        level: pd.Index = pd.CategoricalIndex(group.domain, dtype=dtype, name=group.name)
+    """The labels of one grouping, in the column's dtype as pandas labels a grouping.
+
+    With ``dropna=False`` the domain ends in a missing-key cell: it stays a category
+    (NaN) of a categorical, and an integer column's labels become the nullable integer
+    type (``<NA>``) rather than floats, so that the keys keep their values.
+    """
+    dtype, domain = group.dtype, group.domain
+    missing = domain.hasnans
+    keys = domain[:-1] if missing else domain
+    if isinstance(dtype, pd.CategoricalDtype) and _same_keys(dtype.categories, keys):
+        level: pd.Index = pd.CategoricalIndex(domain, dtype=dtype, name=group.name)
         return level
-    plain: pd.Index = pd.Index(group.domain, name=group.name)
+    nullable = nullable_dtype(dtype) if missing else dtype
+    if isinstance(nullable, pd.api.extensions.ExtensionDtype) and not isinstance(
+        nullable, pd.CategoricalDtype
+    ):
+        values = [pd.NA if _is_missing(key) else key for key in domain]
+        try:
+            typed: pd.Index = pd.Index(pd.array(values, dtype=nullable), name=group.name)
+        except (TypeError, ValueError):  # keys the dtype cannot hold: plain labels
+            pass
+        else:
+            if not missing or typed[:-1].equals(keys):  # no key changed value on the way
+                return typed
+    plain: pd.Index = pd.Index(domain, name=group.name)
     return plain
+
+
+def _same_keys(categories: pd.Index, keys: pd.Index) -> bool:
+    """Whether the declared keys are the categories (an integer domain may be nullable)."""
+    return categories.astype(object).equals(keys.astype(object))
 
 
 def labels(groups: Sequence[Group]) -> pd.Index:

@@ -603,6 +603,35 @@ def _long(labels: pd.Index, times: int, tile: bool = False) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=keys)
 
 
+def test_the_missing_key_cell_keeps_the_keys_labels_exact() -> None:
+    # Appending NaN to an integer domain made it float64: 2**53 + 1 was labelled 2**53.
+    big = 2**53
+    frame = pd.DataFrame(
+        {
+            "id": [big + 1, big + 1, big + 3, big + 2],
+            "n": pd.array([1, None, 2, 1], dtype="Int64"),
+            "c": pd.Categorical([1, 2, None, 2], categories=[1, 2, 3]),
+            "k": ["x", "x", "y", None],
+        }
+    )
+    frame.dp.set_budget(
+        epsilon=math.inf,
+        domains={"id": [big + 1, big + 2, big + 3], "n": [1, 2], "c": [1, 2, 3], "k": ["x", "y"]},
+    )
+    table = frame.dp.crosstab("id", "k", epsilon=100.0, dropna=False)
+    assert table.index.dtype == "Int64"
+    assert table.index[:3].tolist() == [big + 1, big + 2, big + 3]
+    assert pd.isna(table.index[3])
+    assert table.to_numpy()[:, :2].tolist() == [[2, 0], [0, 0], [0, 1], [0, 0]]
+    pd.testing.assert_index_equal(
+        frame.dp.value_counts("n", epsilon=100.0, dropna=False, sort=False).index,
+        pd.Index(pd.array([1, 2, None], dtype="Int64"), name="n"),
+    )
+    categories = frame.dp.crosstab("c", "k", epsilon=100.0, dropna=False).index
+    assert isinstance(categories, pd.CategoricalIndex)
+    assert categories.isna().tolist()[-1]
+
+
 def test_a_failed_auto_bounds_estimate_is_still_charged() -> None:
     frame = budgeted(pd.DataFrame({"x": [1.0, 2.0, 3.0]}))  # too few rows to occupy any bin
     frame.dp.set_budget(epsilon=1.0)

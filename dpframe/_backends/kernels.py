@@ -41,6 +41,7 @@ __all__ = [
     "count_table",
     "domain_codes",
     "log_histogram",
+    "nullable_dtype",
     "sum_table",
     "sum_total",
 ]
@@ -374,4 +375,17 @@ class Group:
         """The same grouping with a missing-value cell (NaN) at the end, if it had none."""
         if self.domain.hasnans:
             return self
-        return Group(self.name, self.domain.append(pd.Index([np.nan])), self.dtype)
+        domain = self.domain
+        if domain.dtype.kind in "iu":  # integers stay exact: nullable, not float64
+            nullable = nullable_dtype(domain.dtype)
+            missing = pd.Index(pd.array([pd.NA], dtype=nullable))
+            return Group(self.name, domain.astype(nullable).append(missing), self.dtype)
+        return Group(self.name, domain.append(pd.Index([np.nan])), self.dtype)
+
+
+def nullable_dtype(dtype: Any) -> Any:
+    """The nullable pandas dtype of a numpy integer dtype (``Int64``...), else ``dtype``."""
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        prefix = "UInt" if dtype.kind == "u" else "Int"
+        return pd.api.types.pandas_dtype(f"{prefix}{8 * dtype.itemsize}")
+    return dtype
