@@ -54,7 +54,7 @@ def _level(group: Group) -> pd.Index:
     ):
         values = [pd.NA if _is_missing(key) else key for key in domain]
         try:
-            typed: pd.Index = pd.Index(pd.array(values, dtype=nullable), name=group.name)
+            typed: pd.Index = pd.Index(values, dtype=nullable, name=group.name)
         except (TypeError, ValueError):  # keys the dtype cannot hold: plain labels
             pass
         else:
