@@ -1222,7 +1222,7 @@ class DPAccessor:
         >>> df.dp.set_budget(epsilon=1.0)
         >>> spread = df.dp.var("Age", epsilon=0.5, bounds=(0, 100))
         >>> sorted(dpframe.release_info(spread)["noise_interval"])
-        ['lower', 'upper']
+        ['high', 'low']
         """
         where = _validation.where_in_caller(where)
         return self._moment(
@@ -1360,7 +1360,7 @@ class DPAccessor:
             spending.drawn(*parts)
 
         estimate = _moments.moment_estimate(moment.plan, noisy, alpha=_plans.ALPHA)
-        interval = {"lower": estimate.lower.tolist(), "upper": estimate.upper.tolist()}
+        interval = {"low": estimate.lower.tolist(), "high": estimate.upper.tolist()}
         summary = summary.replace(details=(*moment.summary.details, ("noise_interval", interval)))
         info = call_metadata(spending.parts, summary)
         if not groups:

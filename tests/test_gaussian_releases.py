@@ -188,8 +188,8 @@ def test_gaussian_moment_intervals_cover(statistic: str) -> None:
     frame.dp.set_budget(rho=math.inf, domains={"g": range(groups)})
     result = getattr(frame.dp, statistic)("x", bounds=(0, 4), by="g", noise="gaussian", rho=2.0)
     interval = dpframe.release_info(result)["noise_interval"]
-    lower = np.asarray(interval["lower"])  # type: ignore[index, call-overload]
-    upper = np.asarray(interval["upper"])  # type: ignore[index, call-overload]
+    lower = np.asarray(interval["low"])  # type: ignore[index, call-overload]
+    upper = np.asarray(interval["high"])  # type: ignore[index, call-overload]
     truth = 2.0 if statistic == "mean" else float(np.std([1.0, 3.0] * 10, ddof=1))
     misses = int(((truth < lower) | (truth > upper)).sum())
     assert misses <= stats.binom.isf(FALSE_ALARM, groups, 0.05)

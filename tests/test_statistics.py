@@ -227,7 +227,7 @@ def test_moment_intervals_cover_the_clamped_statistic(statistic: str) -> None:
             "x", epsilon=0.5, bounds=bounds, by="g", domain={"g": [0, 1, 2, 3]}
         )
         interval = dpframe.release_info(noisy)["noise_interval"]
-        low, high = np.asarray(interval["lower"]), np.asarray(interval["upper"])
+        low, high = np.asarray(interval["low"]), np.asarray(interval["high"])
         misses += int(((truth < low) | (truth > high)).sum())
         cells += truth.size
     assert stats.binomtest(misses, cells, 0.05, alternative="greater").pvalue > FALSE_ALARM
