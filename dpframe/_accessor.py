@@ -287,14 +287,16 @@ class DPAccessor:
         if privacy_unit is not None:
             unit = tuple(_validation.column_names(privacy_unit, "privacy_unit"))
             self._backend.check_columns(unit, "privacy_unit")
-        ledger = self.ledger
-        ledger.declare_domains(
+        # One step: a refused budget (one that would raise the total) declares nothing.
+        self.ledger._budget_and_declarations(
+            epsilon,
+            delta,
+            rho,
             declared,
             row_labels=self._backend.row_labels,
             privacy_unit=unit,
             row_count=self._backend.row_count,
         )
-        ledger.set_budget(epsilon, delta, rho=rho)
 
     def _declared_domains(self, domains: Domain | None) -> dict[ColumnLabel, pd.Index]:
         if domains is None:

@@ -103,10 +103,16 @@ class _LedgerHandle(dict[str, Any]):
         self.ledger = ledger
 
     def refresh(self, added: Sequence[Release]) -> None:
-        """Mirror the ledger's totals, and append the records of ``added``."""
-        self["budget_set"] = self.ledger.budget_set
-        self["total"] = self.ledger._total_record()
-        self["spent"] = self.ledger._spent_record()
+        """Mirror the ledger's state, and append the records of ``added``.
+
+        Everything but the history and the domains is copied again (the unit, the row
+        count and the budget change with ``set_budget`` and restores); the domains only
+        when some were declared (they are only ever added to), and the history grows by
+        ``added`` only, so a release costs no re-encoding of what came before.
+        """
+        self.update(self.ledger._state_record())
+        if len(self["domains"]) != len(self.ledger.domains):
+            self["domains"] = self.ledger._domains_record()
         history: list[JSONValue] = self["history"]
         history.extend(release.record() for release in added)
 

@@ -421,22 +421,29 @@ class Ledger:
         """
         with self._lock:
             return {
-                "format": FORMAT,
-                "version": FORMAT_VERSION,
-                "id": self._id,
-                "budget_set": self._budget_set,
-                "total": self._total_record(),
-                "spent": self._spent_record(),
+                **self._state_record(),
                 "history": [release.record() for release in self._releases],
                 "domains": self._domains_record(),
-                "row_labels": None
-                if self._row_labels is None
-                else [encode_key(name) for name in self._row_labels],
-                "row_count": self._row_count,
-                "privacy_unit": None
-                if self._privacy_unit is None
-                else [encode_key(name) for name in self._privacy_unit],
             }
+
+    def _state_record(self) -> dict[str, JSONValue]:
+        """Every field of :meth:`to_dict` except ``history`` and ``domains`` (the long
+        ones), for the attrs mirror to refresh after each change."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "id": self._id,
+            "budget_set": self._budget_set,
+            "total": self._total_record(),
+            "spent": self._spent_record(),
+            "row_labels": None
+            if self._row_labels is None
+            else [encode_key(name) for name in self._row_labels],
+            "row_count": self._row_count,
+            "privacy_unit": None
+            if self._privacy_unit is None
+            else [encode_key(name) for name in self._privacy_unit],
+        }
 
     def _domains_record(self) -> list[JSONValue]:
         """The declared domains as ``[[column, [key, ...]], ...]`` (see :func:`encode_key`)."""
@@ -531,24 +538,51 @@ class Ledger:
         """
         new_total = _parse_total(epsilon, delta, rho)
         with self._lock:
-            old = self._total
-            if self._budget_set and not _composition.within(new_total, old):
-                raise InvalidParameterError(
-                    f"set_budget({_total_call(new_total)}) would raise the budget already "
-                    f"set, {old.budget()}; a budget can be lowered but never raised, since "
-                    f"raising it would refund privacy already spent. {_lower_fix(old)} If "
-                    f"the data owner grants a new budget, build a new frame from the source "
-                    f"data."
-                )
-            try:
-                account = _composition.replay(new_total, map(_cost_of, self._releases))
-            except _composition.RefusedCostError as refused:
-                raise BudgetExceededError(
-                    f"set_budget({_total_call(new_total)}) is below what this data has "
-                    f"already spent, {self._account.spent()}, over {len(self._releases)} "
-                    f"release(s): against it, release {refused.position} would not fit "
-                    f"({refused.reason}). {_below_fix(self._account)}"
-                ) from None
+            account = self._account_under(new_total)
+            self._total = new_total
+            self._account = account
+            self._budget_set = True
+            self._changed(())
+
+    def _account_under(self, new_total: Total) -> Account:
+        """The account replayed under a new total, or the refusal of that total (lock held)."""
+        old = self._total
+        if self._budget_set and not _composition.within(new_total, old):
+            raise InvalidParameterError(
+                f"set_budget({_total_call(new_total)}) would raise the budget already "
+                f"set, {old.budget()}; a budget can be lowered but never raised, since "
+                f"raising it would refund privacy already spent. {_lower_fix(old)} If "
+                f"the data owner grants a new budget, build a new frame from the source "
+                f"data."
+            )
+        try:
+            return _composition.replay(new_total, map(_cost_of, self._releases))
+        except _composition.RefusedCostError as refused:
+            raise BudgetExceededError(
+                f"set_budget({_total_call(new_total)}) is below what this data has "
+                f"already spent, {self._account.spent()}, over {len(self._releases)} "
+                f"release(s): against it, release {refused.position} would not fit "
+                f"({refused.reason}). {_below_fix(self._account)}"
+            ) from None
+
+    def _budget_and_declarations(
+        self,
+        epsilon: PrivacyAmount | None,
+        delta: PrivacyAmount | None,
+        rho: PrivacyAmount | None,
+        domains: Mapping[Hashable, pd.Index],
+        *,
+        row_labels: tuple[Hashable, ...] | None,
+        privacy_unit: tuple[Hashable, ...] | None,
+        row_count: int | None,
+    ) -> None:
+        """``declare_domains`` and ``set_budget`` as one step: both checked, then both
+        applied, so that a refused call changes nothing (the accessor's ``set_budget``)."""
+        new_total = _parse_total(epsilon, delta, rho)
+        with self._lock:
+            account = self._account_under(new_total)
+            self._check_declarations(domains, privacy_unit)
+            self._apply_declarations(domains, row_labels, privacy_unit, row_count)
             self._total = new_total
             self._account = account
             self._budget_set = True
@@ -584,34 +618,51 @@ class Ledger:
             does not change between releases.
         """
         with self._lock:
-            for name, keys in domains.items():
-                known = self._domains.get(name)
-                if known is not None and not known.equals(keys):
-                    raise DomainError(
-                        f"the keys of {name!r} were already declared for this data set as "
-                        f"{list(known)[:10]!r}; a data set's declared keys do not change. Pass "
-                        f"other keys for one call with domain=, or leave them as declared."
-                    )
-            self._domains.update(domains)
-            if privacy_unit is not None and privacy_unit != self._privacy_unit:
-                if self._privacy_unit is not None:
-                    raise InvalidParameterError(
-                        f"this data set's privacy unit is already {list(self._privacy_unit)!r}; "
-                        f"it cannot change (releases were accounted for it)."
-                    )
-                if self._releases:
-                    raise InvalidParameterError(
-                        f"privacy_unit={list(privacy_unit)!r} comes after {len(self._releases)} "
-                        f"release(s) accounted with one row as the unit; they would cost more "
-                        f"per person than was charged. Declare the unit with the first "
-                        f"set_budget, on a new frame from the source data."
-                    )
-                self._privacy_unit = privacy_unit
-            if row_labels is not None and self._row_labels is None:
-                self._row_labels = row_labels
-            if row_count is not None and self._row_count is None:
-                self._row_count = row_count
+            self._check_declarations(domains, privacy_unit)
+            self._apply_declarations(domains, row_labels, privacy_unit, row_count)
             self._changed(())
+
+    def _check_declarations(
+        self, domains: Mapping[Hashable, pd.Index], privacy_unit: tuple[Hashable, ...] | None
+    ) -> None:
+        """Refuse declarations that contradict earlier ones (lock held; changes nothing)."""
+        for name, keys in domains.items():
+            known = self._domains.get(name)
+            if known is not None and not known.equals(keys):
+                raise DomainError(
+                    f"the keys of {name!r} were already declared for this data set as "
+                    f"{list(known)[:10]!r}; a data set's declared keys do not change. Pass "
+                    f"other keys for one call with domain=, or leave them as declared."
+                )
+        if privacy_unit is not None and privacy_unit != self._privacy_unit:
+            if self._privacy_unit is not None:
+                raise InvalidParameterError(
+                    f"this data set's privacy unit is already {list(self._privacy_unit)!r}; "
+                    f"it cannot change (releases were accounted for it)."
+                )
+            if self._releases:
+                raise InvalidParameterError(
+                    f"privacy_unit={list(privacy_unit)!r} comes after {len(self._releases)} "
+                    f"release(s) accounted with one row as the unit; they would cost more "
+                    f"per person than was charged. Declare the unit with the first "
+                    f"set_budget, on a new frame from the source data."
+                )
+
+    def _apply_declarations(
+        self,
+        domains: Mapping[Hashable, pd.Index],
+        row_labels: tuple[Hashable, ...] | None,
+        privacy_unit: tuple[Hashable, ...] | None,
+        row_count: int | None,
+    ) -> None:
+        """Record declarations already checked (lock held)."""
+        self._domains.update(domains)
+        if privacy_unit is not None:
+            self._privacy_unit = privacy_unit
+        if row_labels is not None and self._row_labels is None:
+            self._row_labels = row_labels
+        if row_count is not None and self._row_count is None:
+            self._row_count = row_count
 
     # ---------------------------------------------------------------- spending
 

@@ -365,6 +365,58 @@ def test_files_restore_the_ledger_in_a_new_process(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == {"pickle": expected, "parquet": expected}
 
 
+def _mirror_matches(frame: pd.DataFrame) -> bool:
+    """Whether what to_parquet stores (the attrs mirror) is the ledger's own record."""
+    stored = json.loads(json.dumps(frame.attrs["dpframe"]))
+    return bool(stored == json.loads(json.dumps(frame.dp.ledger.to_dict())))
+
+
+def test_parquet_keeps_the_privacy_unit_declared_after_the_ledger_was_attached(
+    tmp_path: Path,
+) -> None:
+    # The mirror was copied when a frame first met .dp, and set_budget's unit, domains
+    # and row count never reached it: read back in a new process, releases were charged
+    # per row (a man of 8 rows lost 4 for a recorded 0.5).
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    panel.dp.ledger  # noqa: B018  (any .dp use attaches a ledger, with no budget yet)
+    assert _mirror_matches(panel)
+    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains={"year": [1980, 1981]})
+    assert _mirror_matches(panel)
+    panel.dp.count(epsilon=1.0, by="year", max_rows=1, max_groups=2)
+    assert _mirror_matches(panel)
+    panel.to_parquet(tmp_path / "panel.parquet")
+    script = (
+        "import sys, pandas as pd, dpframe\n"
+        "frame = pd.read_parquet(sys.argv[1])\n"
+        "ledger = frame.dp.ledger\n"
+        "print(ledger.privacy_unit, ledger.row_count, list(ledger.domains), ledger.spent.epsilon)\n"
+        "try:\n"
+        "    frame.dp.count(epsilon=0.5)\n"
+        "except dpframe.errors.PrivacyUnitError:\n"
+        "    print('refused')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "panel.parquet")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert result.stdout.split("\n")[:2] == ["('nr',) 4 ['year'] 1", "refused"]
+
+
+def test_a_refused_set_budget_declares_nothing() -> None:
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    panel.dp.set_budget(epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match="raise the budget"):
+        panel.dp.set_budget(epsilon=5.0, privacy_unit="nr", domains={"year": [1980, 1999]})
+    ledger = panel.dp.ledger
+    assert ledger.privacy_unit is None
+    assert dict(ledger.domains) == {}
+    panel.dp.set_budget(epsilon=1.0, domains={"year": [1980, 1981]})  # the right code book
+    assert list(ledger.domains["year"]) == [1980, 1981]
+
+
 def test_to_csv_works_and_carries_no_ledger(tmp_path: Path) -> None:
     frame, ledger = budgeted_frame()
     text = frame.to_csv(index=False)
