@@ -40,7 +40,8 @@ def _level(group: Group) -> pd.Index:
 
     With ``dropna=False`` the domain ends in a missing-key cell: it stays a category
     (NaN) of a categorical, and an integer column's labels become the nullable integer
-    type (``<NA>``) rather than floats, so that the keys keep their values.
+    type (``<NA>``) rather than floats, so that the keys keep their values. A nullable
+    integer column (``Int64``) is labelled in its dtype, as pandas does.
     """
     dtype, domain = group.dtype, group.domain
     missing = domain.hasnans
@@ -49,8 +50,10 @@ def _level(group: Group) -> pd.Index:
         level: pd.Index = pd.CategoricalIndex(domain, dtype=dtype, name=group.name)
         return level
     nullable = nullable_dtype(dtype) if missing else dtype
-    if isinstance(nullable, pd.api.extensions.ExtensionDtype) and not isinstance(
-        nullable, pd.CategoricalDtype
+    # Only integer keys: string dtypes differ between pandas ("str") and Dask ("string"),
+    # and a plain index labels them alike.
+    if isinstance(nullable, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(
+        nullable
     ):
         values = [pd.NA if _is_missing(key) else key for key in domain]
         try:
@@ -82,40 +85,44 @@ def labels(groups: Sequence[Group]) -> pd.Index:
 def _long_labels(
     groups: Sequence[Group], *, repeat: int = 1, tile: int = 1
 ) -> list[pd.Series[Any]]:
-    """One label Series per grouping column, with one entry per cell of the table."""
+    """One label Series per grouping column, with one entry per cell of the table.
+
+    The categories are the keys' *positions* in their domains, restored afterwards by
+    :func:`_restore_keys`: pandas cannot take every key as a category (NaN, NaT, tuples).
+    """
     sizes = [len(g.domain) for g in groups]
     out = []
     for level, group in enumerate(groups):
         later = math.prod(sizes[level + 1 :])
         codes = np.tile(np.repeat(np.arange(sizes[level]), later), math.prod(sizes[:level]))
         codes = np.tile(np.repeat(codes, repeat), tile)
-        keys = group.domain
-        if keys.hasnans:  # a category cannot be NaN: a stand-in key, replaced afterwards
-            keys = pd.Index([_MISSING if _is_missing(k) else k for k in keys], dtype=object)
-        categorical = pd.Categorical.from_codes(codes, categories=keys)
+        categorical = pd.Categorical.from_codes(codes, categories=np.arange(sizes[level]))
         out.append(pd.Series(categorical, name=group.name))
     return out
 
 
-# Stands for the missing-key cell (dropna=False) while pandas adds margins.
-_MISSING = "\x00dpframe: missing key"
-
-
 def _is_missing(key: object) -> bool:
-    return key is None or key is pd.NA or (isinstance(key, float) and math.isnan(key))
+    return (
+        key is None or key is pd.NA or key is pd.NaT or (isinstance(key, float) and math.isnan(key))
+    )
 
 
-def _restore_missing(index: pd.Index) -> pd.Index:
-    """``index`` with the stand-in of the missing-key cell back to NaN."""
+def _restore_keys(index: pd.Index, groups: Sequence[Group]) -> pd.Index:
+    """``index`` of pandas' crosstab on positions, with each position back to its key.
 
-    def restore(key: Any) -> Any:
-        if isinstance(key, tuple):
-            return tuple(np.nan if k == _MISSING else k for k in key)
-        return np.nan if key == _MISSING else key
+    The margins' labels (``margins_name``, and pandas' ``""`` filling a MultiIndex) are
+    strings, never positions, and stay as they are.
+    """
+    levels = [_level(group) for group in groups]
 
-    restored: pd.Index = index.map(restore)
-    restored.names = index.names
-    return restored
+    def key(position: object, level: pd.Index) -> object:
+        is_position = isinstance(position, int | np.integer) and not isinstance(position, bool)
+        return level[int(position)] if is_position else position
+
+    if len(groups) == 1:
+        return pd.Index([key(p, levels[0]) for p in index], dtype=object, name=index.name)
+    tuples = [tuple(key(p, level) for p, level in zip(t, levels, strict=True)) for t in index]
+    return pd.MultiIndex.from_tuples(tuples, names=index.names)
 
 
 def crosstab_frame(
@@ -148,8 +155,8 @@ def crosstab_frame(
         result.index, result.columns = row_index, col_index
     else:
         result.index, result.columns = (
-            _restore_missing(result.index),
-            _restore_missing(result.columns),
+            _restore_keys(result.index, rows),
+            _restore_keys(result.columns, columns),
         )
     return result
 

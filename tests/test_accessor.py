@@ -632,6 +632,39 @@ def test_the_missing_key_cell_keeps_the_keys_labels_exact() -> None:
     assert categories.isna().tolist()[-1]
 
 
+@pytest.mark.parametrize("options", [{"margins": True}, {"normalize": "index"}])
+def test_margins_take_any_key_a_domain_can_hold(options: dict[str, Any]) -> None:
+    # NaT (a datetime's missing-key cell) and tuples could not be categories of pandas'
+    # crosstab: it failed after the noise was drawn and charged.
+    frame = pd.DataFrame(
+        {
+            "day": pd.to_datetime(["2020-01-01", "2020-01-02", None, "2020-01-02"]),
+            "pair": pd.Series([("a", 1), ("b", 2), ("a", 1), ("a", 1)], dtype=object),
+            "sex": ["F", "M", "F", "M"],
+        }
+    )
+    days = pd.to_datetime(["2020-01-01", "2020-01-02"])
+    frame.dp.set_budget(epsilon=math.inf, domains={"day": days, "sex": ["F", "M"]})
+    # At epsilon 100 a draw is nonzero with probability about 7e-44: the exact table.
+    dated = frame.dp.crosstab("day", "sex", epsilon=100.0, dropna=False, **options)
+    exact = pd.crosstab(frame["day"], frame["sex"], dropna=False, **options)
+    assert dated.index[:3].tolist() == exact.index[:3].tolist()
+    np.testing.assert_allclose(
+        dated.drop(columns=np.nan).to_numpy(dtype=float), exact.to_numpy(dtype=float)
+    )
+    pairs = frame.dp.crosstab(
+        "pair", "sex", epsilon=100.0, domain={"pair": [("a", 1), ("b", 2)]}, **options
+    )
+    # pd.crosstab of tuple keys warns (pandas 4 reads tuples as scalars): the exact table
+    if options.get("margins"):
+        assert pairs.index.tolist() == [("a", 1), ("b", 2), "All"]
+        exact_cells = [[2, 1, 3], [0, 1, 1], [2, 2, 4]]
+    else:
+        assert pairs.index.tolist() == [("a", 1), ("b", 2)]
+        exact_cells = [[2 / 3, 1 / 3], [0, 1]]
+    np.testing.assert_allclose(pairs.to_numpy(dtype=float), exact_cells)
+
+
 def test_a_failed_auto_bounds_estimate_is_still_charged() -> None:
     frame = budgeted(pd.DataFrame({"x": [1.0, 2.0, 3.0]}))  # too few rows to occupy any bin
     frame.dp.set_budget(epsilon=1.0)
