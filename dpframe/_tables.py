@@ -96,7 +96,7 @@ def _long_labels(
         later = math.prod(sizes[level + 1 :])
         codes = np.tile(np.repeat(np.arange(sizes[level]), later), math.prod(sizes[:level]))
         codes = np.tile(np.repeat(codes, repeat), tile)
-        categorical = pd.Categorical.from_codes(codes, categories=np.arange(sizes[level]))
+        categorical = pd.Categorical.from_codes(codes, categories=pd.RangeIndex(sizes[level]))
         out.append(pd.Series(categorical, name=group.name))
     return out
 
@@ -116,8 +116,9 @@ def _restore_keys(index: pd.Index, groups: Sequence[Group]) -> pd.Index:
     levels = [_level(group) for group in groups]
 
     def key(position: object, level: pd.Index) -> object:
-        is_position = isinstance(position, int | np.integer) and not isinstance(position, bool)
-        return level[int(position)] if is_position else position
+        if isinstance(position, int | np.integer) and not isinstance(position, bool):
+            return level[int(position)]
+        return position
 
     if len(groups) == 1:
         return pd.Index([key(p, levels[0]) for p in index], dtype=object, name=index.name)
