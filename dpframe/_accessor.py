@@ -354,8 +354,10 @@ class DPAccessor:
         Notes
         -----
         Releases assume each row belongs to a different person. A many-to-one merge with
-        a public table keeps that; merging a frame with (a part of) itself is allowed
-        only one-to-one, which pandas checks on the keys. With a privacy unit, every
+        a public table keeps that. Merging the data with (a part of) itself needs a
+        privacy unit: without one, dpframe cannot tell a merge on a person's id (each
+        row meets its own) from one on a spouse's id (a row takes another person's
+        values), and refuses both. With a privacy unit, every
         merge may repeat a unit's rows (each release bounds them), but a merge with the
         same data must join on the unit's columns (``on=["person_id", ...]``): on other
         keys a row would carry another unit's values, which no bound on this unit limits.
@@ -384,7 +386,10 @@ class DPAccessor:
                 'how="cross" pairs every row with every row of the other frame, so each person '
                 "would have many rows. Merge on keys instead (on=...)."
             )
-        validate = _merge_validate(kwargs.pop("validate", None), _same_ledger(ledger, right))
+        if _same_ledger(ledger, right):
+            raise _self_merge_without_unit("merge")
+        _refuse_rows_of_nobody(kwargs.get("how"), "merge")
+        validate = _merge_validate(kwargs.pop("validate", None))
         try:
             merged = frame.merge(right, validate=validate, **kwargs)
         except pd.errors.MergeError:
@@ -451,7 +456,10 @@ class DPAccessor:
             return joined
         if kwargs.get("how") == "cross":
             raise PrivacyUnitError('how="cross" would give each person many rows.')
-        validate = _merge_validate(kwargs.pop("validate", None), same_data)
+        if same_data:
+            raise _self_merge_without_unit("join")
+        _refuse_rows_of_nobody(kwargs.get("how"), "join")
+        validate = _merge_validate(kwargs.pop("validate", None))
         try:
             joined = frame.join(other, validate=validate, **kwargs)
         except pd.errors.MergeError:
@@ -2272,9 +2280,9 @@ class DPAccessor:
 
 
 _Validate = Literal["one_to_one", "many_to_one"]
-_ONE_ROW_EACH: dict[str, _Validate] = {"1:1": "one_to_one", "one_to_one": "one_to_one"}
 _AT_MOST_ONE_MATCH: dict[str, _Validate] = {
-    **_ONE_ROW_EACH,
+    "1:1": "one_to_one",
+    "one_to_one": "one_to_one",
     "m:1": "many_to_one",
     "many_to_one": "many_to_one",
 }
@@ -2327,17 +2335,41 @@ _PANEL_HINT = (
 )
 
 
-def _merge_validate(validate: object, same_data: bool) -> _Validate:
-    """pandas' ``validate=`` for a merge that may not give a person several rows."""
-    allowed = _ONE_ROW_EACH if same_data else _AT_MOST_ONE_MATCH
+def _refuse_rows_of_nobody(how: object, method: str) -> None:
+    """Refuse an outer or right merge with a public table: it adds a row for each of the
+    table's keys that *no* person has, so a person's presence moves two rows."""
+    if how in ("outer", "right"):
+        raise PrivacyUnitError(
+            f'how="{how}" adds a row for each key of the other table that no person has, so '
+            "whether such a row exists depends on the people in the data: one person would "
+            f"move two rows, and releases would spend more than they charge. Use the "
+            f'default how="left" (or how="inner") in df.dp.{method}.'
+        )
+
+
+def _self_merge_without_unit(method: str) -> PrivacyUnitError:
+    """Why the data cannot be merged with itself when no column identifies a person."""
+    return PrivacyUnitError(
+        f"this {method} pairs rows of the same data, and without a privacy unit dpframe does "
+        "not know which column identifies a person: on a person's id each row meets its "
+        "own, but on another key (a spouse's or a parent's id, a household) a row takes "
+        "another person's values, and removing that person would change two rows. Declare "
+        'the person first, df.dp.set_budget(..., privacy_unit="id") (allowed while no '
+        "release was made), and merge on it; or add the columns with assign()."
+    )
+
+
+def _merge_validate(validate: object) -> _Validate:
+    """pandas' ``validate=`` for a merge with a public table that may not give a person
+    several rows."""
+    allowed = _AT_MOST_ONE_MATCH
     if validate is None:
-        return "one_to_one" if same_data else "many_to_one"
+        return "many_to_one"
     if not isinstance(validate, str) or validate not in allowed:
         raise PrivacyUnitError(
-            f"validate={validate!r} lets a row of this frame match several rows"
-            + (" of the same data" if same_data else "")
-            + ", so some people would have several rows and the releases would spend more "
-            f"privacy than they charge. Use validate={sorted(set(allowed.values()))!r}."
+            f"validate={validate!r} lets a row of this frame match several rows, so some "
+            "people would have several rows and the releases would spend more privacy than "
+            f"they charge. Use validate={sorted(set(allowed.values()))!r}."
         )
     return allowed[validate]
 

@@ -749,11 +749,24 @@ def test_merges_that_could_repeat_a_person_are_refused() -> None:
         people.dp.merge(lookup, on="region", validate="one_to_many")
     with pytest.raises(PrivacyUnitError, match="cross"):
         people.dp.merge(lookup, how="cross")
-    # The same data on both sides: one-to-one only (pandas checks the keys).
-    with pytest.raises(PrivacyUnitError):
-        people.dp.merge(people[["region"]].assign(k=1), on="region")
-    pairs = people.dp.merge(people[["id"]].assign(y=1.0), on="id")
-    assert pairs.dp.ledger is people.dp.ledger
+    for how in ("outer", "right"):  # rows for the keys nobody has: their presence is data
+        with pytest.raises(PrivacyUnitError, match="no person has"):
+            people.dp.merge(lookup.drop_duplicates("region"), on="region", how=how)
+        with pytest.raises(PrivacyUnitError, match="no person has"):
+            people.dp.join(
+                lookup.drop_duplicates("region").set_index("region"), on="region", how=how
+            )
+    # The same data on both sides, without a unit: on "id" a row meets its own, on a
+    # spouse's id another person's, and the two cannot be told apart: both refused.
+    couples = people.assign(spouse=[1, 0, 3, 2])
+    spouses = couples[["id"]].rename(columns={"id": "spouse"}).assign(spouse_x=1.0)
+    with pytest.raises(PrivacyUnitError, match="privacy_unit"):
+        couples.dp.merge(spouses, on="spouse", validate="one_to_one")
+    with pytest.raises(PrivacyUnitError, match="privacy_unit"):
+        people.dp.merge(people[["id"]].assign(y=1.0), on="id")
+    with pytest.raises(PrivacyUnitError, match="privacy_unit"):
+        people.dp.join(people[["id"]].add_suffix("_r"))
+    assert people.dp.ledger.spent.epsilon == 0
     other = pd.DataFrame({"region": ["N", "S"], "z": [1, 2]})
     other.dp.set_budget(epsilon=1.0)
     with pytest.raises(LedgerConflictError):
