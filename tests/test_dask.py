@@ -681,6 +681,8 @@ SELF_COMBINATIONS: dict[str, Callable[[Any, Path], Any]] = {
     "explode": lambda f, _: f.map_partitions(lambda p: p.assign(pair=[[1, 2]] * len(p))).explode(
         "pair"
     ),
+    "loc with a label twice": lambda f, _: f.loc[[0, 0, 1]],
+    "partitions with one twice": lambda f, _: f.partitions[[0, 0]],
 }
 
 
@@ -717,6 +719,49 @@ def test_the_repeated_rows_check_lets_other_combinations_through(
     assert columns.dp.count(epsilon=EXACT_EPSILON) == N_ROWS
     assert merged.dp.count(epsilon=EXACT_EPSILON) == int(df["Age"].isin(other["Age"]).sum())
     assert ddf.dp.ledger.spent.epsilon == 3 * EXACT_EPSILON
+
+
+def test_lists_of_distinct_labels_or_partitions_repeat_no_row(
+    client: Any, df: pd.DataFrame, ddf: Any
+) -> None:
+    # Validity twin of the "loc" and "partitions" refusals: the same calls, no repeats.
+    ddf.dp.set_budget(epsilon=2 * EXACT_EPSILON)
+    assert ddf.loc[[0, 1, 2]].dp.count(epsilon=EXACT_EPSILON) == 3
+    first_two = ddf.partitions[[0, 1]]
+    assert first_two.dp.count(epsilon=EXACT_EPSILON) == len(first_two.compute())
+
+
+def test_an_outer_merge_with_a_lookup_table_is_refused(client: Any, ddf: Any) -> None:
+    # Its rows for the keys no person has exist only while nobody has them: one person
+    # moves two rows. A left merge keeps only the people's rows, and releases.
+    ddf.dp.set_budget(epsilon=EXACT_EPSILON)
+    book = pd.DataFrame({"Age": [17, 200], "Band": ["young", "nobody"]})
+    for merged in (
+        ddf.merge(book, on="Age", how="outer"),
+        dd.merge(book, ddf, on="Age", how="left"),
+    ):
+        _refuses(
+            client, ddf, lambda m=merged: m.dp.count(epsilon=1.0), PrivacyUnitError, "no person"
+        )
+    assert ddf.merge(book, on="Age", how="left").dp.count(epsilon=EXACT_EPSILON) == N_ROWS
+
+
+def test_a_pandas_frame_that_repeats_rows_is_refused_through_from_pandas(client: Any) -> None:
+    # pandas refuses pd.concat([df, df]); dd.from_pandas of it released at one row's cost.
+    # And a budget set through dd.from_pandas gives its pandas copies the same checks.
+    people = census(200, rng=1)
+    people.dp.set_budget(epsilon=EXACT_EPSILON)
+    for doubled in (pd.concat([people, people]), pd.concat([people, people], ignore_index=True)):
+        with pytest.raises(PrivacyUnitError):
+            dd.from_pandas(doubled, npartitions=2).dp.count(epsilon=1.0)
+    raw = census(200, rng=2)
+    through_dask = dd.from_pandas(raw, npartitions=2)
+    through_dask.dp.set_budget(epsilon=EXACT_EPSILON)
+    local = through_dask.compute()
+    with pytest.raises(PrivacyUnitError):
+        pd.concat([local, local], ignore_index=True).dp.count(epsilon=1.0)
+    assert local.dp.count(epsilon=EXACT_EPSILON) == 200
+    assert people.dp.ledger.spent.epsilon == 0
 
 
 def test_a_sample_without_replacement_repeats_no_row(client: Any, ddf: Any) -> None:

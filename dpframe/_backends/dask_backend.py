@@ -153,7 +153,7 @@ from dpframe import _attrs, _persistence, _validation
 from dpframe._accessor import DPAccessor
 from dpframe._backends import Group, SumGrid, register_backend
 from dpframe._backends.bounding import ContributionBounds
-from dpframe._backends.pandas_backend import PandasRows, observed_domain
+from dpframe._backends.pandas_backend import PandasRows, observed_domain, refuse_repeated_rows
 from dpframe._ledger import Ledger
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import (
@@ -256,11 +256,37 @@ def _combination(expr: Any) -> str | None:
         return "repeat"
     if "Sample" in classes and expr.operand("replace"):
         return "repeat"
+    # ddf.loc[[i, i]] and ddf.partitions[[0, 0]] give a row once per repeat of its label
+    # or partition in the list.
+    if "LocList" in classes and _repeats(expr.operand("iindexer")):
+        return "repeat"
+    if "Partitions" in classes and _repeats(expr.operand("partitions")):
+        return "repeat"
     if "ConcatUnindexed" in classes:  # what concat(axis=1) is lowered to
         return "columns"
     if "Concat" in classes:
         return "concat" if expr.operand("axis") in (0, "index") else "columns"
     return None
+
+
+def _repeats(selection: object) -> bool:
+    """Whether a list of labels or partitions names one twice (True when unsure)."""
+    if isinstance(selection, int | slice | str):
+        return False
+    try:
+        index = pd.Index(list(selection))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return True
+    return index.dtype != bool and bool(index.has_duplicates)  # a boolean mask repeats nothing
+
+
+def _keeps_other_rows(expr: Any) -> tuple[bool, bool]:
+    """Whether a merge keeps the left input's unmatched rows, and the right one's."""
+    classes = {cls.__name__ for cls in type(expr).__mro__}
+    if "Merge" not in classes:
+        return (False, False)
+    how = expr.operand("how")
+    return (how in ("left", "outer"), how in ("right", "outer"))
 
 
 def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
@@ -292,18 +318,23 @@ class _Node:
     dependencies: tuple[str, ...]  # the names of its inputs (an input given twice counts twice)
     combination: str | None  # see _combination
     merge_keys: tuple[Any, ...] | None = None  # see _merge_keys
+    keeps_unmatched: tuple[bool, bool] = (False, False)  # see _keeps_other_rows
+    source: pd.DataFrame | None = None  # the pandas frame of dd.from_pandas
 
 
 def _tree(frame: Any) -> dict[str, _Node]:
     """Every expression of a Dask collection's tree, by name, the collection's own first."""
     nodes: dict[str, _Node] = {}
     for expr in frame.expr.walk():
-        carriers = (_expression_meta(expr), _pandas_source(expr))
+        source = _pandas_source(expr)
+        carriers = (_expression_meta(expr), source)
         nodes[expr._name] = _Node(
             tuple(c for c in carriers if c is not None),
             tuple(dep._name for dep in expr.dependencies()),
             _combination(expr),
             _merge_keys(expr),
+            _keeps_other_rows(expr),
+            source if isinstance(source, pd.DataFrame) else None,
         )
     return nodes
 
@@ -460,6 +491,12 @@ def _repeated_rows(
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
         if node.combination == "repeat" and budgeted_inputs and unit is None:
             return "repeat"  # one input, its rows repeated: bounded only with a unit
+        if node.combination == "merge" and budgeted_inputs == 1 and unit is None:
+            # The other input's unmatched rows belong to nobody, and exist only when no
+            # person has their key (with a unit, rows without one are left out).
+            sides = zip(node.dependencies, node.keeps_unmatched, strict=False)
+            if any(kept and name not in derived for name, kept in sides):
+                return "rows of nobody"
         if node.combination not in ("concat", "merge") or budgeted_inputs < 2:
             continue
         if unit is None:
@@ -481,10 +518,19 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             f"ddf.merge(other, on={unit!r} + [...]) (not on the index, nor on differently "
             f"named columns)."
         )
+    if combination == "rows of nobody":
+        return PrivacyUnitError(
+            "This Dask DataFrame is built with an outer (or right) merge that keeps the rows "
+            "of a table's keys no person has, so whether such a row exists depends on the "
+            "people in the data: one person would move two rows, and a release would spend "
+            "more than it charges. Merge with how='left' (the budgeted frame on the left) "
+            "or how='inner'."
+        )
     if combination == "repeat":
         return PrivacyUnitError(
             f"This Dask DataFrame repeats rows of the budgeted data (ledger "
-            f"{ledger.id[:8]}…) with explode or sample(replace=True), so one person's row can "
+            f"{ledger.id[:8]}…) with explode, sample(replace=True), or a loc[[...]] or "
+            f"partitions[[...]] list naming one label or partition twice, so one person's row can "
             f"appear in it more than once, and a release from it would cost more privacy than "
             f"the epsilon charged. Release from the frame before the repeat, or declare the "
             f"person (set_budget(..., privacy_unit=...)): each release then bounds every "
@@ -787,11 +833,18 @@ class DaskBackend:
 
     @property
     def row_labels(self) -> tuple[Any, ...] | None:
-        return None  # whether labels repeat is unknown without reading the data
+        # Known for dd.from_pandas (its pandas frame is in memory): pandas copies of this
+        # data (compute()) then refuse repeated labels as pandas budgets do. Otherwise
+        # unknown without reading the data (the expression tree shows repeats).
+        source = _pandas_source(self._frame.expr)
+        if isinstance(source, pd.DataFrame) and source.index.is_unique:
+            return tuple(source.index.names)
+        return None
 
     @property
     def row_count(self) -> int | None:
-        return None  # unknown without reading the data (the expression tree shows repeats)
+        source = _pandas_source(self._frame.expr)  # as row_labels
+        return len(source) if isinstance(source, pd.DataFrame) else None
 
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         _validation.numeric_dtype(_validation.column(self._meta, name, param).dtype, name)
@@ -812,6 +865,10 @@ class DaskBackend:
         repeated = _repeated_rows(tree, derived, ledger.privacy_unit)
         if repeated is not None:
             raise _refuse_repeated_rows(ledger, repeated)
+        for name in derived:  # a pandas frame wrapped by dd.from_pandas: pandas' checks
+            source = tree[name].source
+            if source is not None:
+                refuse_repeated_rows(source, ledger)
         if where is None:
             return DaskRows(self._frame, None)
         if isinstance(where, str):

@@ -234,19 +234,7 @@ class PandasBackend:
         return name
 
     def rows(self, where: Where) -> PandasRows:
-        labels = self.ledger.row_labels
-        index = self._frame.index
-        repeats_rows = labels is not None and tuple(index.names) == labels and not index.is_unique
-        # With a privacy unit, repeated rows are bounded per unit at release time.
-        if repeats_rows and self.ledger.privacy_unit is None:
-            raise PrivacyUnitError(
-                "This frame repeats index labels that were unique in the frame given the "
-                "budget (e.g. pd.concat([df, df]) or a merge that duplicated rows), so some "
-                "people now have several rows, and a release would spend more privacy than it "
-                "charges. dpframe assumes each row belongs to a different person: release from "
-                "the frame without the duplicated rows, or merge with df.dp.merge(...), which "
-                "checks that no row is duplicated."
-            )
+        refuse_repeated_rows(self._frame, self.ledger)
         if isinstance(where, pd.Series):
             other = _attrs.ledger_of(where, create=False)
             if other is not None and other is not self.ledger and other.budget_set:
@@ -257,25 +245,44 @@ class PandasBackend:
                     "frame's budget. Use a condition on this frame's own columns, or combine "
                     "the raw data first and set one budget on the combined frame."
                 )
-        budgeted_rows = self.ledger.row_count
-        if (
-            budgeted_rows is not None
-            and len(self._frame) > budgeted_rows
-            and self.ledger.privacy_unit is None
-        ):
-            # More rows than the data had: some row is there twice, whatever the index says.
-            raise PrivacyUnitError(
-                f"This frame has {len(self._frame)} rows, more than the {budgeted_rows} of the "
-                f"frame given the budget, so some people now have several rows "
-                f"(pd.concat([df, df], ignore_index=True), explode, a merge that repeated "
-                f"rows; or rows of nobody, added by an outer or right merge: merge with "
-                f"how='left' or 'inner'), and a release would spend more privacy than it "
-                f"charges, or count rows that are no one's. dpframe "
-                f"assumes each row belongs to a different person: release from the frame "
-                f"without the repeated rows. For data with several rows per person, declare "
-                f'the person: df.dp.set_budget(..., privacy_unit="person_id").'
-            )
         return PandasRows(self._frame, _validation.where_mask(self._frame, where))
+
+
+def refuse_repeated_rows(frame: pd.DataFrame, ledger: Ledger) -> None:
+    """Refuse a frame that visibly gives a person several rows, without a privacy unit.
+
+    Visible: index labels that were unique in the frame given the budget now repeat, or
+    the frame has more rows than it had (the Dask backend runs this on the pandas frames
+    that ``dd.from_pandas`` wraps). With a privacy unit, repeated rows are bounded per
+    unit at release time, and nothing is refused here.
+    """
+    if ledger.privacy_unit is not None:
+        return
+    labels = ledger.row_labels
+    index = frame.index
+    if labels is not None and tuple(index.names) == labels and not index.is_unique:
+        raise PrivacyUnitError(
+            "This frame repeats index labels that were unique in the frame given the "
+            "budget (e.g. pd.concat([df, df]) or a merge that duplicated rows), so some "
+            "people now have several rows, and a release would spend more privacy than it "
+            "charges. dpframe assumes each row belongs to a different person: release from "
+            "the frame without the duplicated rows, or merge with df.dp.merge(...), which "
+            "checks that no row is duplicated."
+        )
+    budgeted_rows = ledger.row_count
+    if budgeted_rows is not None and len(frame) > budgeted_rows:
+        # More rows than the data had: some row is there twice, whatever the index says.
+        raise PrivacyUnitError(
+            f"This frame has {len(frame)} rows, more than the {budgeted_rows} of the "
+            f"frame given the budget, so some people now have several rows "
+            f"(pd.concat([df, df], ignore_index=True), explode, a merge that repeated "
+            f"rows; or rows of nobody, added by an outer or right merge: merge with "
+            f"how='left' or 'inner'), and a release would spend more privacy than it "
+            f"charges, or count rows that are no one's. dpframe "
+            f"assumes each row belongs to a different person: release from the frame "
+            f"without the repeated rows. For data with several rows per person, declare "
+            f'the person: df.dp.set_budget(..., privacy_unit="person_id").'
+        )
 
 
 register_backend(pd.DataFrame, PandasBackend)
