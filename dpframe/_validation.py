@@ -388,7 +388,10 @@ def domain_keys(keys: object, name: Hashable) -> pd.Index:
     its keys in an order.
     """
     example = f'{{"{name}": ["key1", "key2", ...]}}'
-    if isinstance(keys, str | bytes | Mapping | set | frozenset) or not isinstance(keys, Iterable):
+    # A DataFrame iterates over its column labels: codebook[["occ"]] would declare "occ".
+    if isinstance(keys, str | bytes | Mapping | set | frozenset | pd.DataFrame) or not isinstance(
+        keys, Iterable
+    ):
         raise InvalidParameterTypeError(
             f"the keys declared for {name!r} must be an ordered list-like (a list, a tuple, a "
             f"range, a pd.Index such as df[{name!r}].cat.categories), got "
@@ -398,13 +401,34 @@ def domain_keys(keys: object, name: Hashable) -> pd.Index:
     missing = [i for i, key in enumerate(values) if _missing(key)]
     if len(missing) > 1:
         raise DomainError(f"the keys declared for {name!r} list a missing value more than once.")
-    index: pd.Index = pd.Index(values, tupleize_cols=False)
+    index: pd.Index = _keys_index(values, bool(missing))
     if not index.is_unique:
         dupes = list(index[index.duplicated()].unique())
         raise DomainError(f"the keys declared for {name!r} list keys more than once: {dupes}.")
     if len(index) == 0:
         raise DomainError(f"the keys declared for {name!r} are empty; list every possible key.")
     return index
+
+
+def _keys_index(values: list[Any], missing: bool) -> pd.Index:
+    """The keys as an Index that keeps their values.
+
+    pandas infers float64 for integers next to a missing key, which rounds integers
+    beyond 2**53 (and turns 1 into 1.0): such keys become the nullable ``Int64`` (or
+    stay objects, beyond int64).
+    """
+    present = [key for key in values if not _missing(key)]
+    integers = all(
+        isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_)
+        for key in present
+    )
+    if missing and present and integers:
+        if all(-(2**63) <= int(key) < 2**63 for key in present):
+            return pd.Index([pd.NA if _missing(key) else key for key in values], dtype="Int64")
+        exact: pd.Index = pd.Index(values, dtype=object)
+        return exact
+    inferred: pd.Index = pd.Index(values, tupleize_cols=False)
+    return inferred
 
 
 def _key_fits(dtype: Any, key: object) -> bool:

@@ -210,3 +210,29 @@ def test_where_reads_at_variables_like_query() -> None:
     with pytest.raises(InvalidParameterTypeError, match="boolean Series instead"):
         frame.dp.count(epsilon=1.0, where="Age > @series")
     assert dpframe.release_info(count)["where"] == "Age >= 30 and Sex in ['F']"
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, pd.NA])
+def test_a_missing_key_next_to_integer_keys_keeps_them_exact(missing: object) -> None:
+    # pandas infers float64 for [ints, None]: ids beyond 2**53 were rounded, so rows of an
+    # undeclared id were counted in a declared cell, and int columns refused "1.0".
+    big = 2**53
+    ids = pd.Series([big] * 30 + [big + 1] * 50 + [big + 3] * 70 + [None] * 5, dtype=object)
+    frame = pd.DataFrame({"id": ids, "n": pd.array([1] * 100 + [2] * 50 + [None] * 5)})
+    frame.dp.set_budget(epsilon=float("inf"))
+    counts = frame.dp.value_counts(
+        "id", epsilon=100.0, domain={"id": [big + 1, big + 3, missing]}, sort=False
+    )
+    assert counts.index[:2].tolist() == [big + 1, big + 3]
+    assert counts.tolist() == [50, 70, 5]
+    small = frame.dp.value_counts("n", epsilon=100.0, domain={"n": [1, 2, missing]}, sort=False)
+    assert small.tolist() == [100, 50, 5]
+
+
+def test_a_data_frame_is_not_a_list_of_keys() -> None:
+    # Iterating a DataFrame gives its column labels: codebook[["occ"]] declared "occ".
+    frame = budgeted(pd.DataFrame({"occ": ["a", "b"]}))
+    codebook = pd.DataFrame({"occ": ["a", "b"]})
+    with pytest.raises(InvalidParameterTypeError, match="list-like"):
+        frame.dp.count(by="occ", epsilon=1.0, domain={"occ": codebook[["occ"]]})
+    assert frame.dp.ledger.spent.epsilon == 0
