@@ -333,6 +333,25 @@ def test_a_key_absent_from_the_data_never_appears(backend: str) -> None:
         assert set(counts.index) == {"big", "small"}
 
 
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_private_keys_on_a_frame_without_keys_releases_nothing_and_charges(backend: str) -> None:
+    # A refusal here ("the keys are empty") told whether anyone passed the filter: the
+    # refusal depended on the data. Like any release, it is charged and shows no key.
+    frame = pd.DataFrame({"age": np.arange(100), "occ": ["a", "b"] * 50})
+    data: Any = frame
+    if backend == "dask":
+        dd = pytest.importorskip("dask.dataframe")
+        data = dd.from_pandas(frame, npartitions=2)
+    data.dp.set_budget(epsilon=10.0, delta=1e-3)
+    options = {"by": "occ", "private_keys": True, "delta": 1e-6, "epsilon": 1.0}
+    for older in (64, 200):  # someone passes the first filter, nobody the second
+        nobody = data[data["age"] > older]
+        assert len(nobody.dp.count(**options)) <= 2
+        assert len(nobody.dp.sum("age", bounds=(0, 100), **options)) <= 2
+    assert len(data[data["age"] > 200].dp.count(**options)) == 0
+    assert data.dp.ledger.spent.epsilon == 5
+
+
 def test_key_selection_is_zero_at_zero_and_below_delta_at_one() -> None:
     for epsilon in (0.01, 1.0, 10.0):
         for delta in (1e-12, 1e-6, 0.3):

@@ -142,8 +142,12 @@ def observed_domain(keys: pd.Index, dtype: Any, name: ColumnLabel) -> pd.Index:
     """The keys found in a column, in a data-independent order (sorted; by type and text
     when the keys do not compare), checked against its dtype like a declared domain.
 
-    The order of first appearance would tell which key comes first in the data.
+    The order of first appearance would tell which key comes first in the data. No key
+    at all is not refused (a refusal would tell that the column is empty): selection then
+    releases no key, and is charged like any other.
     """
+    if len(keys) == 0:
+        return pd.Index([], dtype=object)
     try:
         ordered = keys.sort_values()
     except TypeError:
