@@ -441,13 +441,34 @@ def _key_fits(dtype: Any, key: object) -> bool:
         return isinstance(key, bool | np.bool_)
     if pd.api.types.is_integer_dtype(dtype):
         return isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_)
+    if isinstance(dtype, pd.PeriodDtype):  # a Period of another frequency never equals
+        return isinstance(key, pd.Period) and key.freq == dtype.freq
     if pd.api.types.is_datetime64_any_dtype(dtype):
-        return isinstance(key, pd.Timestamp | datetime.datetime | np.datetime64)
+        if _arrow_date(dtype) and type(key) is datetime.date:
+            return True
+        if not isinstance(key, pd.Timestamp | datetime.datetime | np.datetime64):
+            return False
+        # A time zone on one side only: pandas never finds them equal.
+        return (pd.Timestamp(key).tz is None) == (_column_tz(dtype) is None)
     if pd.api.types.is_timedelta64_dtype(dtype):
         return isinstance(key, pd.Timedelta | datetime.timedelta | np.timedelta64)
     if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
         return isinstance(key, str)
     return True  # object and other dtypes: any key may occur
+
+
+def _column_tz(dtype: Any) -> object:
+    """The time zone of a datetime column's dtype (numpy, pandas or Arrow), or None."""
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return dtype.tz
+    arrow_type = getattr(dtype, "pyarrow_dtype", None)
+    return getattr(arrow_type, "tz", None)
+
+
+def _arrow_date(dtype: Any) -> bool:
+    """Whether a column holds Arrow dates (``date32``/``date64``), whose values are dates."""
+    arrow_type = getattr(dtype, "pyarrow_dtype", None)
+    return arrow_type is not None and str(arrow_type).startswith("date")
 
 
 def _check_keys_fit(keys: pd.Index, dtype: Any, name: Hashable) -> None:
@@ -461,7 +482,23 @@ def _check_keys_fit(keys: pd.Index, dtype: Any, name: Hashable) -> None:
             f"typo?). Declare keys among the categories, or change the dtype."
         )
     hint = ""
-    if pd.api.types.is_datetime64_any_dtype(dtype):
+    if isinstance(dtype, pd.PeriodDtype):
+        hint = (
+            " Declare periods of the column's frequency, e.g. "
+            f"pd.period_range(..., freq={dtype.freq.freqstr!r})."
+        )
+    elif pd.api.types.is_datetime64_any_dtype(dtype) and any(
+        isinstance(k, pd.Timestamp | datetime.datetime) for k in wrong
+    ):
+        zone = _column_tz(dtype)
+        hint = (
+            f" The column's timestamps are in time zone {zone}: declare keys in it, e.g. "
+            f"pd.to_datetime([...]).tz_localize({str(zone)!r})."
+            if zone is not None
+            else " The column's timestamps have no time zone: declare keys without one, "
+            "e.g. keys.tz_convert(None)."
+        )
+    elif pd.api.types.is_datetime64_any_dtype(dtype):
         hint = (
             f" Declare dates as timestamps, e.g. pd.to_datetime([...]) or "
             f"pd.Timestamp({wrong[0]!r})."

@@ -236,3 +236,58 @@ def test_a_data_frame_is_not_a_list_of_keys() -> None:
     with pytest.raises(InvalidParameterTypeError, match="list-like"):
         frame.dp.count(by="occ", epsilon=1.0, domain={"occ": codebook[["occ"]]})
     assert frame.dp.ledger.spent.epsilon == 0
+
+
+_DAYS = pd.to_datetime(["2020-01-01", "2020-01-02"])
+_MONTHS = pd.period_range("2020-01", periods=2, freq="M")
+
+
+@pytest.mark.parametrize(
+    ("column", "keys"),
+    [
+        ("utc", _DAYS),  # naive keys on a zoned column: never equal
+        ("naive", _DAYS.tz_localize("UTC")),
+        ("month", ["2020-01", "2020-02"]),
+        ("month", pd.period_range("2020-01-01", periods=2, freq="D")),
+    ],
+)
+def test_keys_that_can_never_equal_a_value_are_refused(column: str, keys: Any) -> None:
+    # They were accepted: every row fell outside the table, and an all-zero table was
+    # charged.
+    frame = _dated_frame()
+    with pytest.raises(DomainError, match="never equal"):
+        frame.dp.count(epsilon=1.0, by=column, domain={column: keys})
+    assert frame.dp.ledger.spent.epsilon == 0
+
+
+@pytest.mark.parametrize(
+    ("column", "keys"),
+    [
+        ("utc", _DAYS.tz_localize("UTC")),
+        ("naive", _DAYS),
+        ("month", _MONTHS),
+        ("date", [d.date() for d in _DAYS]),
+        ("date", _DAYS),
+    ],
+)
+def test_keys_of_the_columns_kind_count_its_rows(column: str, keys: Any) -> None:
+    # Validity twin of the refusals above: keys of the right kind match every row.
+    frame = _dated_frame()
+    counts = frame.dp.count(epsilon=100.0, by=column, domain={column: keys})
+    assert counts.tolist() == [10, 30]
+
+
+def _dated_frame() -> pd.DataFrame:
+    import pyarrow as pa
+
+    picks = [0] * 10 + [1] * 30
+    frame = pd.DataFrame(
+        {
+            "utc": _DAYS.tz_localize("UTC")[picks],
+            "naive": _DAYS[picks],
+            "month": _MONTHS[picks],
+            "date": pd.array([_DAYS[i].date() for i in picks], dtype=pd.ArrowDtype(pa.date32())),
+        }
+    )
+    frame.dp.set_budget(epsilon=float("inf"))
+    return frame
