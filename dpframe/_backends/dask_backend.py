@@ -248,7 +248,9 @@ def _expression_meta(expr: Any) -> _Carrier | None:
 def _combination(expr: Any) -> str | None:
     """How an expression combines frames: ``"concat"`` (``dd.concat`` of rows),
     ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), ``"repeat"``
-    (one frame's rows repeated: ``explode``, ``sample(replace=True)``), or None."""
+    (one frame's rows repeated: ``explode``, ``sample(replace=True)``, ``loc`` or
+    ``partitions`` lists naming one twice), ``"selection"`` (rows kept by their rank
+    among the others: ``nlargest``, ``nsmallest``, ``head``, ``tail``), or None."""
     classes = {cls.__name__ for cls in type(expr).__mro__}
     if classes & {"Merge", "JoinRecursive"}:
         return "merge"
@@ -256,6 +258,8 @@ def _combination(expr: Any) -> str | None:
         return "repeat"
     if "Sample" in classes and expr.operand("replace"):
         return "repeat"
+    if classes & {"NLargest", "Head", "Tail"}:  # NSmallest is an NLargest
+        return "selection"
     # ddf.loc[[i, i]] and ddf.partitions[[0, 0]] give a row once per repeat of its label
     # or partition in the list.
     if "LocList" in classes and _repeats(expr.operand("iindexer")):
@@ -489,6 +493,8 @@ def _repeated_rows(
     """
     for node in tree.values():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
+        if node.combination == "selection" and budgeted_inputs:
+            return "selection"  # whether a row is kept depends on the other rows
         if node.combination == "repeat" and budgeted_inputs and unit is None:
             return "repeat"  # one input, its rows repeated: bounded only with a unit
         if node.combination == "merge" and budgeted_inputs == 1 and unit is None:
@@ -517,6 +523,14 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             f"which no bound on this unit limits. Merge on them: "
             f"ddf.merge(other, on={unit!r} + [...]) (not on the index, nor on differently "
             f"named columns)."
+        )
+    if combination == "selection":
+        return PrivacyUnitError(
+            "This Dask DataFrame keeps rows by their rank among the other rows (nlargest, "
+            "nsmallest, head, tail): one person's presence can push another person's row "
+            "out, so a release would move in two places for the charge of one. Filter on "
+            "each row's own values instead (ddf[ddf['age'] < 25]): a row is then kept or "
+            "not whoever else is in the data."
         )
     if combination == "rows of nobody":
         return PrivacyUnitError(
