@@ -12,6 +12,7 @@ from typing import Any
 import hypothesis.strategies as st
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -59,6 +60,21 @@ def test_nullable_integer_and_float_columns_sum_with_missing_values_skipped() ->
     budgeted(frame)
     assert abs(frame.dp.sum("i", epsilon=1e9, bounds=(0, 10)) - 4) < 1e-3
     assert abs(frame.dp.sum("f", epsilon=1e9, bounds=(0, 10)) - 4) < 1e-3
+
+
+def test_a_categorical_read_back_as_an_arrow_dictionary_groups(tmp_path: Path) -> None:
+    # read_parquet(dtype_backend="pyarrow") gives dictionary<...>[pyarrow]: Arrow's lookup
+    # raised its own ArrowTypeError, after bounds="auto" had charged its share.
+    frame = pd.DataFrame({"sex": pd.Categorical(["F", "M", "M", "F", "M"]), "x": [1.0] * 5})
+    frame.to_parquet(tmp_path / "dictionary.parquet")
+    read = pd.read_parquet(tmp_path / "dictionary.parquet", dtype_backend="pyarrow")
+    read.dp.set_budget(epsilon=float("inf"), domains={"sex": ["F", "M"]})
+    assert read.dp.count(epsilon=100.0, by="sex").tolist() == [2, 3]
+    lists = pd.DataFrame({"l": pd.array([[1], [2]], dtype=pd.ArrowDtype(pa.list_(pa.int64())))})
+    lists.dp.set_budget(epsilon=1.0)
+    with pytest.raises(DomainError, match="hashable"):
+        lists.dp.count(epsilon=1.0, by="l", domain={"l": [[1], [2]]})
+    assert lists.dp.ledger.spent.epsilon == 0
 
 
 def test_pyarrow_backed_columns() -> None:

@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpframe.errors import DomainError
+
 __all__ = [
     "LOG_EDGES",
     "SUM_GRID_BITS",
@@ -85,7 +87,13 @@ def _present_codes(column: pd.Series, domain: pd.Index) -> Codes:
         found = _arrow_codes(arrow, domain)
         if found is not None:
             return found
-    codes, uniques = values.factorize(use_na_sentinel=True)
+    try:
+        codes, uniques = values.factorize(use_na_sentinel=True)
+    except (TypeError, ValueError, NotImplementedError) as failed:  # Arrow's errors included
+        raise DomainError(
+            f"the values of {column.name!r} ({column.dtype}) cannot be grouped: keys must be "
+            f"hashable scalars (not lists or dicts). Turn them into strings or tuples first."
+        ) from failed
     mapping = np.append(domain.get_indexer(pd.Index(uniques)), -1)
     small = np.int32 if len(domain) < 2**31 else np.int64
     return np.asarray(mapping.astype(small)[codes])  # codes == -1 picks the appended -1
@@ -97,12 +105,14 @@ def _arrow_codes(arrow: Any, domain: pd.Index) -> Codes | None:
     import pyarrow.compute as pc
 
     try:
+        if pa.types.is_dictionary(arrow.type):  # a categorical read back from parquet
+            arrow = pc.cast(arrow, arrow.type.value_type)
         value_set = pa.array(list(domain), type=arrow.type)
-    except (pa.ArrowException, TypeError, ValueError):
+        if len(value_set) != len(domain):  # pragma: no cover - defensive
+            return None
+        positions = pc.fill_null(pc.index_in(arrow, value_set=value_set), -1)
+    except (pa.ArrowException, TypeError, ValueError):  # types Arrow cannot match: factorize
         return None
-    if len(value_set) != len(domain):  # pragma: no cover - defensive
-        return None
-    positions = pc.fill_null(pc.index_in(arrow, value_set=value_set), -1)
     return np.asarray(positions.to_numpy(), dtype=np.int32)
 
 
