@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpframe import _results, _validation
@@ -148,7 +149,8 @@ class DPSeriesAccessor:
 
         Notes
         -----
-        :meth:`DPAccessor.count` of the rows whose value is present: whether a row is
+        :meth:`DPAccessor.count` of the rows whose value is present (NaN is missing, also
+        in an Arrow float column, where pandas counts it as a value): whether a row is
         counted depends on that row alone, so the count has sensitivity 1 and the release
         is ``epsilon``-DP (exact geometric noise).
 
@@ -166,7 +168,12 @@ class DPSeriesAccessor:
         """
         where = _validation.where_in_caller(where)
         self._check_unit("count")
-        present = self._frame[self._name].notna()
+        values = self._frame[self._name]
+        present = values.notna()
+        if pd.api.types.is_float_dtype(values.dtype):
+            # An Arrow float column keeps NaN as a value that pandas counts; dpframe's sums,
+            # means and grouped counts take NaN as missing, and so does this count.
+            present &= ~np.isnan(values.to_numpy(dtype=np.float64, na_value=np.nan))
         frame = self._frame[present]
         if where is not None and not isinstance(where, str):
             # the same checks the accessor makes (another budget's condition is refused),
