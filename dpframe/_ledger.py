@@ -770,7 +770,38 @@ class Ledger:
         ordered = sorted(parts, key=lambda r: r.rho is not None)  # stable
         costs = [_cost_of(part) for part in ordered]
         with self._lock:
-            self._fold(costs)
+            try:
+                self._fold(costs)
+            except _composition.RefusedCostError as refused:
+                # The error of the part that did not fit quotes that part and what the
+                # earlier parts of the call left: say it for the whole call instead.
+                raise BudgetExceededError(self._parts_refusal(costs, refused)) from None
+
+    def _parts_refusal(self, costs: Sequence[Cost], refused: _composition.RefusedCostError) -> str:
+        """Why a call of several parts does not fit, in terms of the whole call (lock held)."""
+        epsilon = sum((c.epsilon for c in costs if c.rho is None), _ZERO)
+        delta = sum((c.delta for c in costs if c.rho is None), _ZERO)
+        rho = sum((c.rho for c in costs if c.rho is not None), _ZERO)
+        if self._account.in_zcdp:
+            pure = sum((c.epsilon**2 / 2 for c in costs if c.rho is None), _ZERO)
+            asked = (
+                f"rho={exact_text(rho + pure)} in all (on a zCDP account each pure part of "
+                f"epsilon e counts as rho=e**2/2)"
+            )
+        else:
+            parts = []
+            if epsilon or delta or not rho:
+                parts.append(f"epsilon={exact_text(epsilon)}, delta={exact_text(delta)}")
+            if rho:
+                parts.append(f"rho={exact_text(rho)}")
+            asked = " and ".join(parts) + " in all"
+        return (
+            f"This call draws {len(costs)} parts costing {asked}, "
+            f"but they do not fit in what remains of the budget {self._total.budget()}: "
+            f"{self.remaining} after {len(self._releases)} release(s) (the part that did not "
+            f"fit: {refused.reason}). Nothing was charged. Ask for less in this call, or "
+            f"release fewer statistics; a budget, once set, cannot be raised."
+        )
 
     def _fold(self, costs: Sequence[Cost]) -> Account:
         """The account after ``costs`` (lock held), or :class:`BudgetExceededError`."""

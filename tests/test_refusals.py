@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 
 from dpframe.datasets import CENSUS_DOMAINS, census
-from dpframe.errors import DPFrameError
+from dpframe.errors import BudgetExceededError, DPFrameError
 
 Call = Callable[[pd.DataFrame], object]
 
@@ -117,3 +118,21 @@ def test_no_refusal_message_holds_a_figure_of_the_data() -> None:
         words = set(message.replace(",", " ").replace(".", " ").split())
         assert not (words & figures), message
     assert np.isfinite(frames[0]["Earnings"].sum())
+
+
+def test_a_call_of_several_parts_is_refused_for_what_the_whole_call_costs() -> None:
+    # The refusal quoted the part that did not fit, what the call's earlier parts left,
+    # and counted them as releases made ("1 release(s) so far" on a fresh ledger).
+    frame = census(300, rng=4)
+    frame.dp.set_budget(epsilon=1.0)
+    with pytest.raises(BudgetExceededError) as refused:
+        frame.dp.mean("Age", epsilon=1.5, bounds=(0, 100))
+    message = str(refused.value)
+    assert "epsilon=3/2" in message or "epsilon=1.5" in message
+    assert "after 0 release(s)" in message
+    zcdp = census(300, rng=4)
+    zcdp.dp.set_budget(rho=0.01)
+    with pytest.raises(BudgetExceededError, match=r"after 0 release\(s\)"):
+        zcdp.dp.describe(rho=0.02, noise="gaussian", bounds={"Age": (0, 100)})
+    zcdp.dp.describe(rho=0.01, noise="gaussian", bounds={"Age": (0, 100)})
+    assert zcdp.dp.ledger.spent.rho == Fraction(1, 100)
