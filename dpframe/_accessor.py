@@ -539,6 +539,7 @@ class DPAccessor:
                     f"{missing!r} as columns, so no release can bound what one unit "
                     f"contributes. Release from a frame that keeps the unit's columns: {fix}"
                 )
+            self._backend.check_columns(unit, "privacy_unit")  # e.g. a unit column twice
         return _plans.contribution(unit, max_rows, max_groups, grouped, method)
 
     def _gaussian(

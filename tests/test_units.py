@@ -703,3 +703,13 @@ def test_cutoff_decisions_ask_for_the_delta_of_every_cell_a_unit_touches(
         epsilon=0.5, delta=0.443, max_rows=1, max_groups=2, **decide
     )
     assert decided.dtype == bool
+
+
+def test_a_unit_column_given_twice_is_refused_before_anything_is_charged() -> None:
+    # pd.concat([panel, panel[["nr"]]], axis=1): the unit's codes raised AttributeError.
+    panel = pd.DataFrame({"nr": [1, 1, 2], "year": [1980, 1981, 1980]})
+    panel.dp.set_budget(epsilon=1.0, privacy_unit="nr")
+    doubled = pd.concat([panel, panel[["nr"]]], axis=1)
+    with pytest.raises(InvalidParameterError, match="duplicate column"):
+        doubled.dp.count(epsilon=0.5, max_rows=1)
+    assert panel.dp.ledger.spent.epsilon == 0
