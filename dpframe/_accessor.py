@@ -89,7 +89,9 @@ def _where_text(where: Where) -> str | None:
     """How the filter is recorded: the expression, or what kind of mask it was."""
     if where is None or isinstance(where, str):
         return where
-    return "a boolean Series" if isinstance(where, pd.Series) else "a boolean array"
+    if isinstance(where, pd.Series) or type(where).__name__ == "Series":  # Dask's too
+        return "a boolean Series"
+    return "a boolean array"
 
 
 def _exact_sums(
