@@ -287,7 +287,9 @@ class DPAccessor:
         declared = self._declared_domains(domains)
         unit = None
         if privacy_unit is not None:
-            unit = tuple(_validation.column_names(privacy_unit, "privacy_unit"))
+            unit = tuple(
+                _validation.column_names(privacy_unit, "privacy_unit", self._frame.columns)
+            )
             self._backend.check_columns(unit, "privacy_unit")
         # One step: a refused budget (one that would raise the total) declares nothing.
         self.ledger._budget_and_declarations(
@@ -489,7 +491,7 @@ class DPAccessor:
         # Data without a budget is refused first: a domain error would suggest set_budget on
         # a frame that may have lost a budgeted ledger on the way (a merge, a concat).
         self.ledger.require_budget()
-        keys = _validation.column_names(columns, param)
+        keys = _validation.column_names(columns, param, self._frame.columns)
         names = [self._backend.column_label(key, param) for key in keys]
         checked = _validation.check_domain_columns(domain, names)
         return [self._backend.group(name, checked, param) for name in names]
@@ -608,7 +610,7 @@ class DPAccessor:
         if by is None or not selecting:
             return self._groups_of(by, domain)
         self.ledger.require_budget()  # first, as in _groups
-        names = _validation.column_names(by, "by")
+        names = _validation.column_names(by, "by", self._frame.columns)
         if len(names) != 1:
             raise InvalidParameterError(
                 "private_keys=True selects the keys of one column; combine several into one "
@@ -1885,7 +1887,7 @@ class DPAccessor:
         >>> list(means.index)
         ['M', 'F']
         """
-        _validation.column_names(by, "by")
+        _validation.column_names(by, "by", self._frame.columns)
         return DPGroupBy(self, by, domain)
 
     def _count_present(
@@ -2100,8 +2102,8 @@ class DPAccessor:
     ) -> tuple[list[Group], list[Group]]:
         """A crosstab's row and column groupings, checked together (schema only)."""
         self.ledger.require_budget()  # first, as in _groups
-        row_keys = _validation.column_names(index, "index")
-        col_keys = _validation.column_names(columns, "columns")
+        row_keys = _validation.column_names(index, "index", self._frame.columns)
+        col_keys = _validation.column_names(columns, "columns", self._frame.columns)
         row_names = [self._backend.column_label(key, "index") for key in row_keys]
         col_names = [self._backend.column_label(key, "columns") for key in col_keys]
         self._backend.check_columns(row_names, "index")

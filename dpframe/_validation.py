@@ -343,8 +343,13 @@ def check_unbounded_range(values: NDArray[np.int64], name: str = "values") -> No
 
 
 def column(frame: pd.DataFrame, name: Hashable, param: str) -> pd.Series[Any]:
-    """The Series ``frame[name]``, refusing missing and duplicated column names."""
-    if isinstance(name, list | tuple | set | dict) or name is None:
+    """The Series ``frame[name]``, refusing missing and duplicated column names.
+
+    A tuple names one column when it is a label of the frame (MultiIndex columns).
+    """
+    if isinstance(name, tuple) and _is_label(name, frame.columns):
+        pass
+    elif isinstance(name, list | tuple | set | dict) or name is None:
         raise InvalidParameterTypeError(
             f"{param} must name one column, got {name!r}. Pass a column name such as "
             f"{param}={next(iter(frame.columns), 'col')!r}."
@@ -364,12 +369,26 @@ def column(frame: pd.DataFrame, name: Hashable, param: str) -> pd.Series[Any]:
     return cast("pd.Series[Any]", selected)
 
 
-def column_names(value: object, param: str) -> list[Hashable]:
-    """One column name (or a Series of the frame) or a list of them, as a list (at least one)."""
+def column_names(value: object, param: str, columns: pd.Index | None = None) -> list[Hashable]:
+    """One column name (or a Series of the frame) or a list of them, as a list (at least one).
+
+    A tuple that is a label of ``columns`` is one name, as pandas reads it (``by=("m",
+    "v")`` on MultiIndex columns); any other tuple is a list of names.
+    """
+    if isinstance(value, tuple) and columns is not None and _is_label(value, columns):
+        return [value]
     names = list(value) if isinstance(value, list | tuple) else [value]
     if not names:
         raise InvalidParameterError(f"{param} must name at least one column.")
     return cast(list[Hashable], names)
+
+
+def _is_label(name: tuple[Any, ...], columns: pd.Index) -> bool:
+    """Whether a tuple is one column label (not a list of labels)."""
+    try:
+        return name in columns
+    except (TypeError, ValueError):  # unhashable parts
+        return False
 
 
 def _missing(key: object) -> bool:

@@ -291,3 +291,18 @@ def _dated_frame() -> pd.DataFrame:
     )
     frame.dp.set_budget(epsilon=float("inf"))
     return frame
+
+
+def test_a_tuple_that_is_a_column_label_names_that_column() -> None:
+    # pandas reads by=("a", "b") as one key; dpframe read it as two columns, and on a
+    # frame holding both grouped by other columns than pandas, silently.
+    frame = pd.DataFrame({("a", "b"): ["x", "y", "x"], "a": ["p", "p", "q"], "b": ["u", "v", "u"]})
+    frame.dp.set_budget(epsilon=float("inf"))
+    counts = frame.dp.count(epsilon=100.0, by=("a", "b"), domain={("a", "b"): ["x", "y"]})
+    assert counts.tolist() == [2, 1]
+    both = frame.dp.count(epsilon=100.0, by=["a", "b"], domain={"a": ["p", "q"], "b": ["u", "v"]})
+    assert both.tolist() == [1, 1, 1, 0]  # a list still names several columns
+    # 3000 rows: the noise moves the mean by 0.01 with probability about e**-1000
+    wide = pd.DataFrame({("g", "k"): ["x", "y", "x"] * 1000, ("m", "v"): [1.0, 2.0, 1.5] * 1000})
+    wide.dp.set_budget(epsilon=float("inf"))
+    assert abs(wide.dp.mean(("m", "v"), epsilon=100.0, bounds=(0, 3)) - 1.5) < 0.01
