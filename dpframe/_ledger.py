@@ -795,11 +795,14 @@ class Ledger:
             if rho:
                 parts.append(f"rho={exact_text(rho)}")
             asked = " and ".join(parts) + " in all"
+        # A shortfall's reason quotes what the call's own earlier parts left: not shown.
+        shortfall = refused.reason.startswith("only ")
+        why = "" if shortfall else f" ({refused.reason})"
         return (
             f"This call draws {len(costs)} parts costing {asked}, "
             f"but they do not fit in what remains of the budget {self._total.budget()}: "
-            f"{self.remaining} after {len(self._releases)} release(s) (the part that did not "
-            f"fit: {refused.reason}). Nothing was charged. Ask for less in this call, or "
+            f"{self.remaining} after {len(self._releases)} release(s){why}. Nothing was "
+            f"charged. Ask for less in this call, or "
             f"release fewer statistics; a budget, once set, cannot be raised."
         )
 
@@ -998,12 +1001,22 @@ class Ledger:
         ``set_budget`` knows none of them); of two row counts, the smaller is kept (the
         safe side). Two copies whose budgets were set with different privacy units (one of
         them possibly none, one row per person) cannot be accounted together: releases
-        bounded for one unit are not bounded for the other. The ledger is then marked, and
-        every later release from it is refused (:meth:`require_budget`).
+        bounded for one unit are not bounded for the other (unless the copy without a unit
+        made no release). The ledger is then marked, and every later release from it is
+        refused (:meth:`require_budget`).
         """
         with self._lock:
             if budget_set and self._budget_set and privacy_unit != self._privacy_unit:
-                self._conflict = _unit_conflict(self._privacy_unit, privacy_unit)
+                # A copy with no unit that made no release yet adds no row-level release:
+                # the unit declared in the other copy (allowed before any release) holds.
+                if privacy_unit is None:
+                    accounted_per_row = bool(releases)
+                elif self._privacy_unit is None:
+                    accounted_per_row = bool(self._releases)
+                else:  # two different units
+                    accounted_per_row = True
+                if accounted_per_row:
+                    self._conflict = _unit_conflict(self._privacy_unit, privacy_unit)
             account = self._account
             known = {_identity(release) for release in self._releases}
             # "(restored)" rows count too: in a high-water mark they are the dead ledger's

@@ -58,7 +58,7 @@ def _level(group: Group) -> pd.Index:
         values = [pd.NA if _is_missing(key) else key for key in domain]
         try:
             typed: pd.Index = pd.Index(values, dtype=nullable, name=group.name)
-        except (TypeError, ValueError):  # keys the dtype cannot hold: plain labels
+        except (TypeError, ValueError, OverflowError):  # keys the dtype cannot hold: plain labels
             pass
         else:
             if not missing or typed[:-1].equals(keys):  # no key changed value on the way

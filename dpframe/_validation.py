@@ -459,7 +459,10 @@ def _key_fits(dtype: Any, key: object) -> bool:
     if pd.api.types.is_bool_dtype(dtype):
         return isinstance(key, bool | np.bool_)
     if pd.api.types.is_integer_dtype(dtype):
-        return isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_)
+        if not isinstance(key, int | np.integer) or isinstance(key, bool | np.bool_):
+            return False
+        width = _integer_range(dtype)  # 300 never equals a value of an int8 column
+        return width is None or width[0] <= int(key) <= width[1]
     if isinstance(dtype, pd.PeriodDtype):  # a Period of another frequency never equals
         return isinstance(key, pd.Period) and key.freq == dtype.freq
     if pd.api.types.is_datetime64_any_dtype(dtype):
@@ -474,6 +477,16 @@ def _key_fits(dtype: Any, key: object) -> bool:
     if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
         return isinstance(key, str)
     return True  # object and other dtypes: any key may occur
+
+
+def _integer_range(dtype: Any) -> tuple[int, int] | None:
+    """The smallest and largest value of an integer dtype (numpy, nullable or Arrow)."""
+    numpy_dtype = getattr(dtype, "numpy_dtype", dtype)
+    try:
+        info = np.iinfo(numpy_dtype)
+    except (TypeError, ValueError):
+        return None
+    return int(info.min), int(info.max)
 
 
 def _column_tz(dtype: Any) -> object:
@@ -523,7 +536,9 @@ def _check_keys_fit(keys: pd.Index, dtype: Any, name: Hashable) -> None:
             f"pd.Timestamp({wrong[0]!r})."
         )
     elif pd.api.types.is_integer_dtype(dtype):
-        hint = " Declare integers, e.g. range(16, 96)."
+        width = _integer_range(dtype)
+        within = "" if width is None else f" between {width[0]} and {width[1]} (the dtype's range)"
+        hint = f" Declare integers{within}, e.g. range(16, 96), or widen the column's dtype."
     elif pd.api.types.is_string_dtype(dtype):
         hint = " Declare strings, or convert the column first."
     raise DomainError(
@@ -552,6 +567,13 @@ def declared_domain(
             f"exact equality. Cut it into declared bins first, e.g. "
             f'df["{name}_band"] = pd.cut(df["{name}"], bins=[0, 18, 65, 120]), and declare '
             f"the bins' labels as the domain."
+        )
+    arrow_type = getattr(dtype, "pyarrow_dtype", None)
+    if arrow_type is not None and arrow_type.num_fields > 0:
+        # lists, structs, maps: no key of theirs can be grouped (pandas cannot factorize them)
+        raise DomainError(
+            f"column {name!r} holds nested values ({arrow_type}), which cannot be grouped: "
+            f"keys must be hashable scalars. Turn them into strings first."
         )
     if call_domain is not None and name in call_domain:
         keys = domain_keys(call_domain[name], name)

@@ -757,6 +757,27 @@ def test_rows_kept_by_their_rank_are_refused(client: Any, ddf: Any, select: Any)
     assert young.dp.count(epsilon=EXACT_EPSILON) == len(young.compute())
 
 
+def test_drop_duplicates_across_people_is_a_selection(client: Any, ddf: Any) -> None:
+    # The first row of each Occupation is kept: one person's presence decides whose.
+    ddf.dp.set_budget(epsilon=2 * EXACT_EPSILON)
+    firsts = ddf.drop_duplicates(subset=["Occupation"])
+    _refuses(client, ddf, lambda: firsts.dp.count(epsilon=1.0), PrivacyUnitError, "rank")
+    # validity twin: identical rows (no subset) are one row's values, whoever they are
+    distinct = ddf.drop_duplicates()
+    assert distinct.dp.count(epsilon=EXACT_EPSILON) == len(distinct.compute())
+
+
+def test_drop_duplicates_within_a_unit_releases(client: Any) -> None:
+    people = pd.DataFrame({"pid": np.repeat(np.arange(50), 3), "year": np.tile([1, 2, 3], 50)})
+    data = dd.from_pandas(people, npartitions=3)
+    data.dp.set_budget(epsilon=2 * EXACT_EPSILON, privacy_unit="pid")
+    once = data.drop_duplicates(subset=["pid"])  # one row per person: only theirs compete
+    assert once.dp.count(epsilon=EXACT_EPSILON, max_rows=1) == 50
+    across = data.drop_duplicates(subset=["year"])
+    with pytest.raises(PrivacyUnitError, match="rank"):
+        across.dp.count(epsilon=EXACT_EPSILON, max_rows=1)
+
+
 def test_an_outer_merge_with_a_lookup_table_is_refused(client: Any, ddf: Any) -> None:
     # Its rows for the keys no person has exist only while nobody has them: one person
     # moves two rows. A left merge keeps only the people's rows, and releases.
@@ -780,13 +801,19 @@ def test_a_pandas_frame_that_repeats_rows_is_refused_through_from_pandas(client:
     for doubled in (pd.concat([people, people]), pd.concat([people, people], ignore_index=True)):
         with pytest.raises(PrivacyUnitError):
             dd.from_pandas(doubled, npartitions=2).dp.count(epsilon=1.0)
+    doubled_series = pd.concat([people["Age"], people["Age"]])
+    with pytest.raises(PrivacyUnitError):
+        dd.from_pandas(doubled_series, npartitions=2).to_frame().dp.count(epsilon=1.0)
     raw = census(200, rng=2)
     through_dask = dd.from_pandas(raw, npartitions=2)
-    through_dask.dp.set_budget(epsilon=EXACT_EPSILON)
+    through_dask.dp.set_budget(epsilon=2 * EXACT_EPSILON)
     local = through_dask.compute()
     with pytest.raises(PrivacyUnitError):
         pd.concat([local, local], ignore_index=True).dp.count(epsilon=1.0)
     assert local.dp.count(epsilon=EXACT_EPSILON) == 200
+    # Dask numbers each partition's rows from 0 after reset_index: labels repeat, rows do not
+    renumbered = through_dask.reset_index(drop=True).compute()
+    assert renumbered.dp.count(epsilon=EXACT_EPSILON) == 200
     assert people.dp.ledger.spent.epsilon == 0
 
 

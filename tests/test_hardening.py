@@ -72,8 +72,13 @@ def test_a_categorical_read_back_as_an_arrow_dictionary_groups(tmp_path: Path) -
     assert read.dp.count(epsilon=100.0, by="sex").tolist() == [2, 3]
     lists = pd.DataFrame({"l": pd.array([[1], [2]], dtype=pd.ArrowDtype(pa.list_(pa.int64())))})
     lists.dp.set_budget(epsilon=1.0)
-    with pytest.raises(DomainError, match="hashable"):
-        lists.dp.count(epsilon=1.0, by="l", domain={"l": [[1], [2]]})
+    lists["x"] = 1.0
+    for call in (
+        lambda: lists.dp.count(epsilon=1.0, by="l", domain={"l": [[1], [2]]}),
+        lambda: lists.dp.sum("x", epsilon=1.0, bounds="auto", by="l", domain={"l": [[1], [2]]}),
+    ):
+        with pytest.raises(DomainError, match="nested"):
+            call()
     assert lists.dp.ledger.spent.epsilon == 0
 
 

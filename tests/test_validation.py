@@ -277,6 +277,21 @@ def test_keys_of_the_columns_kind_count_its_rows(column: str, keys: Any) -> None
     assert counts.tolist() == [10, 30]
 
 
+def test_integer_keys_beyond_the_columns_range_are_refused_before_the_charge() -> None:
+    # 300 on an int8 column next to a missing-key cell overflowed after the noise was drawn.
+    frame = pd.DataFrame({"k": np.array([1, 2, 1], dtype=np.int8)})
+    frame.dp.set_budget(epsilon=float("inf"))
+    for call in (
+        lambda: frame.dp.count(epsilon=1.0, by="k", domain={"k": [1, 300, None]}),
+        lambda: frame.dp.value_counts("k", epsilon=1.0, domain={"k": [1, 300]}, dropna=False),
+    ):
+        with pytest.raises(DomainError, match="-128 and 127"):
+            call()
+    assert frame.dp.ledger.spent.epsilon == 0
+    counts = frame.dp.count(epsilon=100.0, by="k", domain={"k": [1, 2, None]})  # twin
+    assert counts.tolist() == [2, 1, 0]
+
+
 def _dated_frame() -> pd.DataFrame:
     import pyarrow as pa
 

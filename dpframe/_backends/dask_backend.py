@@ -260,6 +260,8 @@ def _combination(expr: Any) -> str | None:
         return "repeat"
     if classes & {"NLargest", "Head", "Tail"}:  # NSmallest is an NLargest
         return "selection"
+    if "DropDuplicates" in classes and expr.operand("subset") is not None:
+        return "dedupe"  # a selection unless the rows compared are one unit's
     # ddf.loc[[i, i]] and ddf.partitions[[0, 0]] give a row once per repeat of its label
     # or partition in the list.
     if "LocList" in classes and _repeats(expr.operand("iindexer")):
@@ -293,6 +295,10 @@ def _keeps_other_rows(expr: Any) -> tuple[bool, bool]:
     return (how in ("left", "outer"), how in ("right", "outer"))
 
 
+def _as_list(names: object) -> list[Any]:
+    return list(names) if isinstance(names, list | tuple) else [names]
+
+
 def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
     """The columns a merge pairs rows on, when it pairs them on equal values of columns
     with the same names on both sides (``on=``, or ``left_on`` equal to ``right_on``);
@@ -302,6 +308,9 @@ def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
     Dask turns ``on=`` into ``left_on=right_on=``, so the two cannot be told apart.
     """
     classes = {cls.__name__ for cls in type(expr).__mro__}
+    if "DropDuplicates" in classes:  # the columns it compares
+        subset = expr.operand("subset")
+        return None if subset is None else tuple(_as_list(subset))
     if "Merge" not in classes or "MergeAsof" in classes:
         return None
     if expr.operand("left_index") or expr.operand("right_index"):
@@ -321,9 +330,9 @@ class _Node:
     carriers: tuple[_Carrier, ...]  # its metadata, and the pandas frame of dd.from_pandas
     dependencies: tuple[str, ...]  # the names of its inputs (an input given twice counts twice)
     combination: str | None  # see _combination
-    merge_keys: tuple[Any, ...] | None = None  # see _merge_keys
+    merge_keys: tuple[Any, ...] | None = None  # see _merge_keys (or drop_duplicates' subset)
     keeps_unmatched: tuple[bool, bool] = (False, False)  # see _keeps_other_rows
-    source: pd.DataFrame | None = None  # the pandas frame of dd.from_pandas
+    source: _Carrier | None = None  # the pandas frame (or Series) of dd.from_pandas
 
 
 def _tree(frame: Any) -> dict[str, _Node]:
@@ -338,7 +347,7 @@ def _tree(frame: Any) -> dict[str, _Node]:
             _combination(expr),
             _merge_keys(expr),
             _keeps_other_rows(expr),
-            source if isinstance(source, pd.DataFrame) else None,
+            source,
         )
     return nodes
 
@@ -495,6 +504,11 @@ def _repeated_rows(
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
         if node.combination == "selection" and budgeted_inputs:
             return "selection"  # whether a row is kept depends on the other rows
+        # drop_duplicates keeps the first row of each subset key: rows of different people
+        # compete, unless the subset holds the unit (only one unit's rows are compared).
+        one_units_rows = unit is not None and set(unit) <= set(node.merge_keys or ())
+        if node.combination == "dedupe" and budgeted_inputs and not one_units_rows:
+            return "selection"
         if node.combination == "repeat" and budgeted_inputs and unit is None:
             return "repeat"  # one input, its rows repeated: bounded only with a unit
         if node.combination == "merge" and budgeted_inputs == 1 and unit is None:
@@ -527,7 +541,8 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
     if combination == "selection":
         return PrivacyUnitError(
             "This Dask DataFrame keeps rows by their rank among the other rows (nlargest, "
-            "nsmallest, head, tail): one person's presence can push another person's row "
+            "nsmallest, head, tail, drop_duplicates(subset=...) of rows of several people): "
+            "one person's presence can push another person's row "
             "out, so a release would move in two places for the charge of one. Filter on "
             "each row's own values instead (ddf[ddf['age'] < 25]): a row is then kept or "
             "not whoever else is in the data."
@@ -847,18 +862,17 @@ class DaskBackend:
 
     @property
     def row_labels(self) -> tuple[Any, ...] | None:
-        # Known for dd.from_pandas (its pandas frame is in memory): pandas copies of this
-        # data (compute()) then refuse repeated labels as pandas budgets do. Otherwise
-        # unknown without reading the data (the expression tree shows repeats).
-        source = _pandas_source(self._frame.expr)
-        if isinstance(source, pd.DataFrame) and source.index.is_unique:
-            return tuple(source.index.names)
+        # Not recorded: Dask numbers each partition's rows from 0 after reset_index, so
+        # the labels of a pandas copy (compute()) repeat without any row repeating.
         return None
 
     @property
     def row_count(self) -> int | None:
-        source = _pandas_source(self._frame.expr)  # as row_labels
-        return len(source) if isinstance(source, pd.DataFrame) else None
+        # Known for dd.from_pandas (its pandas frame is in memory): pandas copies of this
+        # data (compute()) then refuse more rows, as pandas budgets do. Otherwise unknown
+        # without reading the data (the expression tree shows repeats).
+        source = _pandas_source(self._frame.expr)
+        return None if source is None else len(source)
 
     def numeric_column(self, name: ColumnLabel, param: str) -> ColumnLabel:
         _validation.numeric_dtype(_validation.column(self._meta, name, param).dtype, name)

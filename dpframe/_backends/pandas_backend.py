@@ -252,7 +252,7 @@ class PandasBackend:
         return PandasRows(self._frame, _validation.where_mask(self._frame, where))
 
 
-def refuse_repeated_rows(frame: pd.DataFrame, ledger: Ledger) -> None:
+def refuse_repeated_rows(frame: pd.DataFrame | pd.Series[Any], ledger: Ledger) -> None:
     """Refuse a frame that visibly gives a person several rows, without a privacy unit.
 
     Visible: index labels that were unique in the frame given the budget now repeat, or
