@@ -65,6 +65,7 @@ DEFAULT_GRID_POINTS = 2**12 + 1
 MAX_CANDIDATES = 2**24
 # q is read as a fraction p/d with d <= 2**20 (exactly q for every q with up to 6 decimals).
 MAX_DENOMINATOR = 2**20
+_Q_TOLERANCE = Fraction(1, 2**40)  # how far q may move onto that grid (see _read_q)
 # One row moves every score by at most max(p, d - p), but the winner's score and the best
 # rival's can move in opposite directions: the noise is calibrated for twice that.
 SCORE_SPREAD = 2
@@ -192,7 +193,19 @@ def _read_q(item: float | Fraction, fix: str) -> Fraction:
     if not 0 <= value <= 1:
         raise InvalidParameterError(f"q must lie in [0, 1], got {item!r}. {fix}")
     if value.denominator > MAX_DENOMINATOR:
-        value = value.limit_denominator(MAX_DENOMINATOR)
+        # A nearby fraction moves the target rank by |dq| * n, which the rank error bound
+        # does not include: below 2**-40 (float noise, as 0.30000000000000004 for 3/10)
+        # that is under one rank for n < 10**12; above it (1e-7 became 0: 100 ranks at
+        # n = 1e9), q is refused.
+        nearest = value.limit_denominator(MAX_DENOMINATOR)
+        if abs(nearest - value) <= _Q_TOLERANCE:
+            return nearest
+        raise InvalidParameterError(
+            f"q={item!r} needs more than 6 decimals: quantiles are computed at exact levels "
+            f"p/d with d <= 2**20, and the nearest, {float(nearest)!r}, would move the "
+            f"target rank by up to |dq| * n, which no error bound states. Round q to 6 "
+            f"decimals (q={float(nearest)!r}, or round(q, 6)). {fix}"
+        )
     return value
 
 
@@ -471,8 +484,9 @@ def quantile(
     q : float or sequence of float
         Quantile(s) in [0, 1], as in pandas (0.5 is the median). Read as the simplest
         fraction ``p/d`` that rounds to it (0.1 is exactly 1/10; any q with up to 6
-        decimals is read exactly); a denominator above 2**20 is replaced by the closest
-        fraction with ``d <= 2**20``.
+        decimals is read exactly); a q more than 2**-40 from every fraction with
+        ``d <= 2**20`` is refused (within it, float noise such as 0.30000000000000004 is
+        read as 3/10).
     epsilon : float or Fraction
         Total privacy budget of the call (> 0). With ``k`` quantiles, each gets
         ``epsilon / k`` (exactly, as fractions).

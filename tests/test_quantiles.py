@@ -397,10 +397,14 @@ def test_rng_makes_releases_reproducible() -> None:
 
 
 def test_q_is_read_as_an_exact_fraction() -> None:
-    read = _quantiles._quantile_fractions([0.1, 1 / 3, Fraction(2, 7), 1, 0.123456789])
+    read = _quantiles._quantile_fractions([0.1, 1 / 3, Fraction(2, 7), 1, 0.1 + 0.2])
     assert read.distinct[:4] == (Fraction(1, 10), Fraction(1, 3), Fraction(2, 7), Fraction(1))
-    assert read.distinct[4].denominator <= 2**20
-    assert abs(read.distinct[4] - Fraction(0.123456789)) < Fraction(1, 2**20)
+    assert read.distinct[4] == Fraction(3, 10)  # float noise: 0.30000000000000004 is 3/10
+    # A q that would move (1e-7 read as 0 moved the target rank by 100 at n = 1e9, beyond
+    # the rank error bound) is refused.
+    for far in (1e-7, 0.9999999, 0.123456789):
+        with pytest.raises(InvalidParameterError, match="6 decimals"):
+            _quantiles._quantile_fractions([far])
     repeated = _quantiles._quantile_fractions([0.5, 0.5, 0.25])
     assert [repeated.distinct[i] for i in repeated.which] == [
         Fraction(1, 2),
