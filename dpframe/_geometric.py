@@ -135,6 +135,9 @@ def geometric_plan(unit_epsilon: Fraction, reach: int | None, constant_time: boo
     )
 
 
+_MAX_PACKED_COINS = 63  # what the constant-time sampler packs in one 64-bit word
+
+
 def _build_plan(
     unit_epsilon: Fraction,
     ratio_bound: Fraction,
@@ -170,6 +173,13 @@ def _build_plan(
         else:
             rule, n_head = ("cap", cap_bits) if cap_bits <= repeat_bits else ("repeat", repeat_bits)
 
+    if n_head + 2 > _MAX_PACKED_COINS:  # the zero and overflow coins, packed with the head
+        raise InvalidParameterError(
+            f"constant_time=True packs one coin per bit of the bounds' width, at most "
+            f"{_MAX_PACKED_COINS - 2}: bounds {cap + 1 if cap is not None else 'this'} wide "
+            f"at epsilon / sensitivity = {eps:.3g} need {n_head}. Use bounds less than "
+            f"2**61 apart, a larger epsilon, or constant_time=False."
+        )
     # P(N = 0) = (1 - γ)/(1 + γ), built from its complement 2γ/(1 + γ) so it stays exact near 1.
     zero = make_coin(2 * gamma / (1 + gamma), rel_bits, complement=True)
     head = tuple(make_coin(beta(i) / (1 + beta(i)), rel_bits) for i in range(n_head))

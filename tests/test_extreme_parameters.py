@@ -482,3 +482,16 @@ def test_accessor_threshold_decision(
     )
     if isinstance(result, DPFrameError):
         assert frame.dp.ledger.history.empty
+
+
+def test_constant_time_bounds_too_wide_for_its_coins_are_refused() -> None:
+    # Bounds 2**62 wide at epsilon 2**-60 need 62 head coins: an "internal error" before.
+    wide = (-(2**61), 2**61)
+    with pytest.raises(InvalidParameterError, match="constant_time"):
+        dpm.geometric(np.zeros(4, dtype=np.int64), epsilon=2.0**-60, bounds=wide,
+                             constant_time=True)  # fmt: skip
+    narrower = (-(2**61), 2**61 - 1)  # validity twin: 2**61 wide, 61 coins, released
+    out = dpm.geometric(
+        np.zeros(4, dtype=np.int64), epsilon=2.0**-50, bounds=narrower, constant_time=True
+    )
+    assert ((out >= narrower[0]) & (out <= narrower[1])).all()
