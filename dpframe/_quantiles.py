@@ -717,6 +717,12 @@ def quantile_of_counts(
             f"counts must have one column per candidate ({grid.size}), got shape "
             f"{np.shape(counts)}."
         )
+    if table.size and int(table.min()) < 0:
+        raise InvalidParameterError("counts must be >= 0: they count values per cell.")
+    # Each group's total, in Python integers: an int64 sum (and the rank scores) would wrap.
+    largest = int(table.max()) if table.size else 0
+    if largest * table.shape[1] > 2**62 and max(sum(map(int, row)) for row in table) > 2**62:
+        raise InvalidParameterError("counts must add up to at most 2**62 per group.")
     return _released(table, quantiles, plans, grid, bit_source(rng))
 
 

@@ -479,3 +479,14 @@ def test_epsilon_too_small_for_int64_noise(word_counter: WordCounter) -> None:
     with pytest.raises(NoiseOverflowError):
         dpm.quantile(np.arange(10.0), 0.5, epsilon=1e-18, bounds=(0, 10))
     assert word_counter.words == 0
+
+
+def test_counts_that_cannot_be_counts_are_refused() -> None:
+    # Negative counts were released; totals beyond int64 wrapped in the rank scores.
+    grid = np.arange(3.0)
+    for bad in ([-5, 10, -5], [2**62, 2**62, 0]):
+        with pytest.raises(InvalidParameterError, match="counts must"):
+            dpm.quantile_of_counts(bad, 0.5, epsilon=1.0, bounds=(0, 2), candidates=grid)
+    out = dpm.quantile_of_counts([0, 2**61, 0], 0.5, epsilon=1.0, bounds=(0, 2),
+                                        candidates=grid)  # fmt: skip
+    assert np.ravel(out).tolist() == [1.0]
