@@ -44,7 +44,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._exact import show, simplest_rational
+from dpframe._exact import show
+from dpframe._geometric import checked_alpha
 from dpframe._random import BitSource, bit_source
 from dpframe._validation import INT_LIMIT
 from dpframe.errors import (
@@ -1151,9 +1152,7 @@ def discrete_gaussian_accuracy(
     20
     """
     var = variance(sigma, rho, sensitivity, sensitivity_squared)
-    _validation.probability(alpha, "alpha")
-    level = alpha if isinstance(alpha, Fraction) else simplest_rational(float(alpha))
-    return _cached_half_width(var, level)
+    return _cached_half_width(var, checked_alpha(alpha))  # at least 1e-300, as the others
 
 
 @functools.lru_cache(maxsize=256)

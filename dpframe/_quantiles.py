@@ -42,6 +42,7 @@ from dpframe._geometric import (
     MIN_UNIT_EPSILON,
     SLACK,
     GeometricPlan,
+    checked_alpha,
     geometric_noise,
     geometric_plan,
 )
@@ -866,7 +867,9 @@ def quantile_accuracy(
     """
     quantiles = _quantile_fractions(q)
     eps = _validation.epsilon(epsilon)
-    level = _validation.probability(alpha, "alpha")
+    # At least 1e-300, as for geometric_accuracy: below it float(alpha) is 0 and the bar
+    # was that of the smallest float, silently.
+    level = float(checked_alpha(alpha))
     _, _, grid = _grid(bounds, candidates)
     _plans(quantiles, eps)  # the same refusals as quantile()
     each = eps / quantiles.count

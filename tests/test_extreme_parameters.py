@@ -495,3 +495,18 @@ def test_constant_time_bounds_too_wide_for_its_coins_are_refused() -> None:
         np.zeros(4, dtype=np.int64), epsilon=2.0**-50, bounds=narrower, constant_time=True
     )
     assert ((out >= narrower[0]) & (out <= narrower[1])).all()
+
+
+def test_accuracy_below_the_smallest_alpha_is_refused_everywhere() -> None:
+    # quantile_accuracy read alpha=1e-320 as 0 (the bar of the smallest float, silently);
+    # discrete_gaussian_accuracy raised OverflowError. geometric_accuracy refused it.
+    calls = [
+        lambda a: dpm.geometric_accuracy(epsilon=1.0, alpha=a),
+        lambda a: dpm.quantile_accuracy(0.5, epsilon=1.0, bounds=(0, 10), alpha=a),
+        lambda a: dpm.discrete_gaussian_accuracy(sigma=3.0, alpha=a),
+    ]
+    for call in calls:
+        for tiny in (1e-310, Fraction(1, 10**400)):
+            with pytest.raises(InvalidParameterError, match="alpha"):
+                call(tiny)
+        assert call(0.05) > 0
