@@ -318,14 +318,15 @@ def integer_array(values: Any, name: str = "values") -> NDArray[np.int64]:
     array = np.asarray(values)
     if array.dtype == np.bool_ or array.dtype.kind not in "iu":
         raise InvalidParameterTypeError(
-            f"{name} must hold integers (the geometric mechanism releases integers), got "
+            f"{name} must hold integers (this mechanism releases integers), got "
             f"dtype {array.dtype}. Round or cast first, for example np.rint(x).astype('int64'), "
             f"or use dpframe.mechanisms.laplace for real-valued data."
         )
     if array.size and array.dtype.kind == "u" and int(array.max()) > INT_LIMIT:
         raise NoiseOverflowError(
-            f"{name} holds integers above 2**62; value plus noise could overflow int64. "
-            f"Pass bounds=(lo, hi) to clamp them first."
+            f"{name} holds unsigned integers above 2**62, which int64 cannot hold with room "
+            f"for noise (bounds cannot help: the values are read as int64 before the clamp). "
+            f"Clamp them first, e.g. np.minimum({name}, 2**62).astype('int64')."
         )
     return array.astype(np.int64, copy=False)
 
@@ -335,7 +336,8 @@ def check_unbounded_range(values: NDArray[np.int64], name: str = "values") -> No
     if values.size and (int(values.max()) > INT_LIMIT or int(values.min()) < -INT_LIMIT):
         raise NoiseOverflowError(
             f"{name} holds integers beyond ±2**62; value plus noise could overflow int64. "
-            f"Pass bounds=(lo, hi) to clamp them first."
+            f"Clamp them into the range the data can take first (bounds=(lo, hi) where the "
+            f"function takes them, or np.clip)."
         )
 
 
