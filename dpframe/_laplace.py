@@ -329,6 +329,9 @@ class _SnapKernel:
         np.rint(out, out=out)
         out *= grid
         np.clip(out, lo, hi, out=out)
+        # -0.0 (a sum that rounded to 0 from below) would tell the sign of value + noise
+        # before the rounding, finer than the grid: adding +0.0 makes every zero +0.0.
+        out += 0.0
 
 
 # ---------------------------------------------------------------- the snapping mechanism

@@ -1262,3 +1262,12 @@ def test_lemire_check_catches_a_skipped_redraw() -> None:
     values[:40] = rejected
     kept = [(r * span) >> 32 for r in values[:n]]
     assert kept != _lemire_rounds(values, steps, n)
+
+
+def test_a_zero_output_carries_no_sign() -> None:
+    # rint of a sum just below 0 gave -0.0: the sign told whether value + noise was
+    # negative before snapping, finer than the grid of multiples of Λ.
+    out = laplace(np.full(20_000, -0.3), epsilon=1.0, sensitivity=1, bounds=(-10, 10))
+    zeros = out[out == 0]
+    assert zeros.size > 1000
+    assert not np.signbit(zeros).any()
