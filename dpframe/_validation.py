@@ -261,11 +261,30 @@ def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
                 f"{name} must be finite numbers within float64's range, got {value!r}. {fix}"
             )
         pair.append(as_float)
+    # An end float64 cannot hold (an int beyond 2**53, a Fraction) is rounded *inward*,
+    # so that every clamped value, and every output, lies within the bounds declared.
+    for position, toward in ((0, math.inf), (1, -math.inf)):
+        exact = _exact_real(value[position])
+        if (Fraction(pair[position]) - exact) * (1 if toward > 0 else -1) < 0:
+            pair[position] = math.nextafter(pair[position], toward)
     lo, hi = pair
     if lo >= hi:
         hint = f" Swap them: {name}=({hi}, {lo})." if lo > hi else ""
         raise InvalidParameterError(f"{name} must have lo < hi, got {value!r}.{hint} {fix}")
     return lo, hi
+
+
+def _exact_real(value: numbers.Real) -> Fraction:
+    """The exact value of a real number of any Python or numpy type."""
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    ratio = getattr(value, "as_integer_ratio", None)  # float, numpy floats, longdouble
+    if ratio is not None:
+        numerator, denominator = ratio()
+        return Fraction(numerator, denominator)
+    return Fraction(float(value))
 
 
 def sum_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:

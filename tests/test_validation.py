@@ -6,6 +6,7 @@ declaration is refused before anything is drawn or charged.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -321,3 +322,18 @@ def test_a_tuple_that_is_a_column_label_names_that_column() -> None:
     wide = pd.DataFrame({("g", "k"): ["x", "y", "x"] * 1000, ("m", "v"): [1.0, 2.0, 1.5] * 1000})
     wide.dp.set_budget(epsilon=float("inf"))
     assert abs(wide.dp.mean(("m", "v"), epsilon=100.0, bounds=(0, 3)) - 1.5) < 0.01
+
+
+def test_bounds_float64_cannot_hold_are_rounded_inward() -> None:
+    # 2**53 + 3 was read as 2**53 + 4: outputs above the declared hi.
+    from dpframe import _validation
+
+    assert _validation.real_bounds((0, 2**53 + 3)) == (0.0, float(2**53 + 2))
+    assert _validation.real_bounds((-(2**53) - 3, 0)) == (-float(2**53 + 2), 0.0)
+    lo, hi = _validation.real_bounds((Fraction(1, 3), 1))
+    assert lo >= Fraction(1, 3)
+    assert hi == 1.0
+    out = dpframe.mechanisms.laplace(
+        np.full(1000, 2.0**53), epsilon=1e-3, sensitivity=1, bounds=(0, 2**53 + 3)
+    )
+    assert (out <= 2**53 + 3).all()
