@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpframe import _composition, _decisions, _validation, mechanisms
+from dpframe import _composition, _decisions, _geometric, _validation, mechanisms
 from dpframe._backends import SumGrid
 from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.kernels import LOG_EDGES, SUM_GRID_BITS
@@ -29,7 +29,7 @@ from dpframe._moments import MomentPlan, Statistic, moment_plan
 from dpframe._release import NOISE_ONLY, NOISE_ONLY_CLAMPED, JSONValue, Release
 from dpframe._typing import Bounds, ColumnLabel
 from dpframe._validation import CrosstabOptions
-from dpframe.errors import DPFrameError, InvalidParameterError, PrivacyUnitError
+from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError, PrivacyUnitError
 
 __all__ = [
     "ALPHA",
@@ -395,7 +395,7 @@ class Scope:
 
 def count_release(scope: Scope, epsilon: Fraction, post: Sequence[str] = ()) -> Release:
     """A count (or table of counts): sensitivity 1, exact geometric noise."""
-    bar = mechanisms.geometric_accuracy(epsilon=epsilon, alpha=ALPHA)
+    bar = _release_bar(epsilon, 1, "a count")
     return Release(
         method=scope.method,
         columns=scope.columns,
@@ -414,6 +414,22 @@ def count_release(scope: Scope, epsilon: Fraction, post: Sequence[str] = ()) -> 
     )
 
 
+def _release_bar(epsilon: Fraction, units: int, what: str, detail: str = "") -> int:
+    """The 95% bar of geometric noise in ``units`` steps, or a refusal of ``epsilon`` in
+    the caller's terms (the engine's speaks of epsilon per grid step, and of bounds)."""
+    try:
+        return mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=units, alpha=ALPHA)
+    except (NoiseOverflowError, InvalidParameterError) as refused:
+        low = _geometric.MIN_UNIT_EPSILON * units
+        high = _geometric.MAX_UNIT_EPSILON * units
+        raise type(refused)(
+            f"epsilon={show(epsilon)} is outside what {what} supports{detail}: epsilon must "
+            f"lie between {show(low)} (below, the noise could overflow int64) and "
+            f"{show(high)} (above, the release would have no meaningful privacy). Typical "
+            f"values are 0.01 to 10."
+        ) from None
+
+
 def sum_release(
     scope: Scope,
     epsilon: Fraction,
@@ -423,7 +439,8 @@ def sum_release(
 ) -> Release:
     """A clamped sum (or table of sums) on ``grid``: geometric noise in grid steps."""
     units = grid.sensitivity_units
-    bar = mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=units, alpha=ALPHA)
+    detail = f" (its noise is drawn in grid steps of {grid.step:g}, {units} per person)"
+    bar = _release_bar(epsilon, units, f"a sum over bounds ({grid.lo:g}, {grid.hi:g})", detail)
     details: tuple[tuple[str, JSONValue], ...] = (("grid_step", grid.step),)
     if bounds_rule is not None:
         details += (("bounds_rule", bounds_rule),)
@@ -502,7 +519,12 @@ def check_sum_epsilon(epsilon: Fraction) -> None:
     One row moves a sum by at most 2**32 grid steps, so the noise's epsilon per step can
     be as small as ``epsilon / 2**32``; the geometric mechanism refuses what it cannot draw.
     """
-    mechanisms.geometric_accuracy(epsilon=epsilon, sensitivity=2**SUM_GRID_BITS)
+    _release_bar(
+        epsilon,
+        2**SUM_GRID_BITS,
+        "a sum",
+        " (its noise is drawn in grid steps, up to 2**32 per person)",
+    )
 
 
 @dataclass(frozen=True)

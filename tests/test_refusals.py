@@ -136,3 +136,16 @@ def test_a_call_of_several_parts_is_refused_for_what_the_whole_call_costs() -> N
         zcdp.dp.describe(rho=0.02, noise="gaussian", bounds={"Age": (0, 100)})
     zcdp.dp.describe(rho=0.01, noise="gaussian", bounds={"Age": (0, 100)})
     assert zcdp.dp.ledger.spent.rho == Fraction(1, 100)
+
+
+def test_an_epsilon_out_of_range_is_refused_in_the_callers_terms() -> None:
+    # The engine's message spoke of epsilon per grid step (2.3e-19 for epsilon=1e-9 on a
+    # sum) and told a count, which takes no bounds, to pass bounds.
+    frame = census(100, rng=1)
+    frame.dp.set_budget(epsilon=1e12)
+    with pytest.raises(DPFrameError, match=r"epsilon=1e-18 is outside what a count") as count:
+        frame.dp.count(epsilon=1e-18)
+    assert "bounds=" not in str(count.value)
+    with pytest.raises(DPFrameError, match=r"epsilon=1e-09 is outside what a sum"):
+        frame.dp.sum("Age", epsilon=1e-9, bounds=(0, 100))
+    assert frame.dp.ledger.spent.epsilon == 0
