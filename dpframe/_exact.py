@@ -12,6 +12,9 @@ import decimal
 import math
 from contextlib import AbstractContextManager
 from fractions import Fraction
+from typing import Any
+
+import numpy as np
 
 __all__: list[str] = []
 
@@ -37,6 +40,22 @@ def simplest_rational(x: float) -> Fraction:
     lower = (exact + below) / 2
     upper = (exact + upper_neighbour) / 2
     return _simplest_between(lower, upper)
+
+
+def simplest_rational_in_type(x: np.floating[Any]) -> Fraction:
+    """The simplest fraction that rounds to the numpy float ``x`` in its own type (finite).
+
+    For a float32, the midpoints are to its float32 neighbours: float32 0.1 gives 1/10.
+    """
+    if x == 0:
+        return Fraction(0)
+    if x < 0:
+        return -simplest_rational_in_type(-x)
+    exact = Fraction(float(x))
+    below = Fraction(float(np.nextafter(x, x.dtype.type(-np.inf))))
+    above = np.nextafter(x, x.dtype.type(np.inf))
+    upper_neighbour = Fraction(float(above)) if np.isfinite(above) else 2 * exact - below
+    return _simplest_between((exact + below) / 2, (exact + upper_neighbour) / 2)
 
 
 def _simplest_between(lower: Fraction, upper: Fraction | None) -> Fraction:

@@ -173,7 +173,7 @@ def _build_plan(
         else:
             rule, n_head = ("cap", cap_bits) if cap_bits <= repeat_bits else ("repeat", repeat_bits)
 
-    if n_head + 2 > _MAX_PACKED_COINS:  # the zero and overflow coins, packed with the head
+    if constant_time and n_head + 2 > _MAX_PACKED_COINS:  # zero and overflow coins too
         raise InvalidParameterError(
             f"constant_time=True packs one coin per bit of the bounds' width, at most "
             f"{_MAX_PACKED_COINS - 2}: bounds {cap + 1 if cap is not None else 'this'} wide "

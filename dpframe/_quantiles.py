@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpframe import _validation
-from dpframe._exact import show, simplest_rational
+from dpframe._exact import show, simplest_rational, simplest_rational_in_type
 from dpframe._geometric import (
     MAX_UNIT_EPSILON,
     MIN_UNIT_EPSILON,
@@ -119,7 +119,7 @@ def _quantile_fractions(q: Any) -> _Quantiles:
     """``q`` as exact fractions in [0, 1] (each distinct value read once)."""
     fix = "Pass q as a number in [0, 1] (0.5 for the median) or a list of them, like pandas."
     if isinstance(q, np.ndarray) and q.ndim == 0:
-        q = q.item()
+        q = q[()]  # a numpy scalar: its dtype tells how it is read (see _level_of)
     scalar = isinstance(q, numbers.Real)
     if scalar:
         flat = np.empty(1, dtype=object)
@@ -140,7 +140,7 @@ def _quantile_fractions(q: Any) -> _Quantiles:
     numeric = _numeric_array(q) if not scalar else None
     if numeric is not None:  # one read per distinct value, without a Python loop over q
         values, inverse = np.unique(numeric, return_inverse=True)
-        read = [_read_q(float(v), fix) for v in values.tolist()]
+        read = [_read_q(_level_of(v), fix) for v in values]
         unique = list(dict.fromkeys(read))  # two floats may read as the same fraction
         remap = np.array([unique.index(f) for f in read], dtype=np.intp)
         return _Quantiles(tuple(unique), remap[inverse.reshape(-1)], scalar)
@@ -157,7 +157,7 @@ def _quantile_fractions(q: Any) -> _Quantiles:
             if isinstance(item, numbers.Rational):
                 value = _read_q(Fraction(int(item.numerator), int(item.denominator)), fix)
             else:
-                value = _read_q(float(item), fix)
+                value = _read_q(_level_of(item), fix)
             if value in distinct:
                 seen[key] = distinct.index(value)
             else:
@@ -167,8 +167,17 @@ def _quantile_fractions(q: Any) -> _Quantiles:
     return _Quantiles(tuple(distinct), which, scalar)
 
 
-def _numeric_array(q: Any) -> NDArray[np.float64] | None:
-    """``q`` as a 1-D float array when numpy reads it as plain numbers (not bools), else None."""
+def _level_of(item: Any) -> float | Fraction:
+    """A float quantile as given: a float16 or float32 is read as the simplest fraction that
+    rounds to it *in its own type* (float32 0.1 is 1/10, as typed, not 0.10000000149...)."""
+    if isinstance(item, np.floating) and item.dtype.itemsize < 8 and np.isfinite(item):
+        return simplest_rational_in_type(item)
+    return float(item)
+
+
+def _numeric_array(q: Any) -> NDArray[np.floating[Any]] | None:
+    """``q`` as a 1-D float array when numpy reads it as plain numbers (not bools), else None
+    (floats keep their own width; see :func:`_level_of`)."""
     if not isinstance(q, np.ndarray) and any(isinstance(x, bool | np.bool_) for x in q):
         return None  # numpy would read True as 1.0
     try:
@@ -179,7 +188,7 @@ def _numeric_array(q: Any) -> NDArray[np.float64] | None:
         return None
     if array.dtype.kind in "iu" and array.size and np.abs(array).max() > 2**52:
         return None  # integers far beyond [0, 1]: let the exact path name the culprit
-    return array.astype(np.float64)
+    return array if array.dtype.kind == "f" else array.astype(np.float64)
 
 
 @functools.lru_cache(maxsize=4096)

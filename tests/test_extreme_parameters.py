@@ -490,6 +490,8 @@ def test_constant_time_bounds_too_wide_for_its_coins_are_refused() -> None:
     with pytest.raises(InvalidParameterError, match="constant_time"):
         dpm.geometric(np.zeros(4, dtype=np.int64), epsilon=2.0**-60, bounds=wide,
                              constant_time=True)  # fmt: skip
+    zeros = np.zeros(4, dtype=np.int64)  # without constant_time, no coin limit: released
+    assert np.abs(dpm.geometric(zeros, epsilon=2.0**-60, bounds=wide)).max() <= 2**61
     narrower = (-(2**61), 2**61 - 1)  # validity twin: 2**61 wide, 61 coins, released
     out = dpm.geometric(
         np.zeros(4, dtype=np.int64), epsilon=2.0**-50, bounds=narrower, constant_time=True

@@ -405,6 +405,10 @@ def test_q_is_read_as_an_exact_fraction() -> None:
     for far in (1e-7, 0.9999999, 0.123456789):
         with pytest.raises(InvalidParameterError, match="6 decimals"):
             _quantiles._quantile_fractions([far])
+    # float32 levels are read as typed: float32 0.1 is 1/10 (it is 1.5e-9 from it in float64)
+    narrow = _quantiles._quantile_fractions(np.array([0.1, 0.5, 0.9], dtype=np.float32))
+    assert narrow.distinct == (Fraction(1, 10), Fraction(1, 2), Fraction(9, 10))
+    assert _quantiles._quantile_fractions(np.float32(0.1)).distinct == (Fraction(1, 10),)
     repeated = _quantiles._quantile_fractions([0.5, 0.5, 0.25])
     assert [repeated.distinct[i] for i in repeated.which] == [
         Fraction(1, 2),
