@@ -625,7 +625,15 @@ class Ledger:
     def _check_declarations(
         self, domains: Mapping[Hashable, pd.Index], privacy_unit: tuple[Hashable, ...] | None
     ) -> None:
-        """Refuse declarations that contradict earlier ones (lock held; changes nothing)."""
+        """Refuse declarations that contradict earlier ones, or that the ledger's record
+        cannot hold (a tuple as a column name or key), before anything is applied (lock
+        held; changes nothing)."""
+        for name, keys in domains.items():
+            encode_key(name)
+            for key in keys:
+                encode_key(key)
+        for name in privacy_unit or ():
+            encode_key(name)
         for name, keys in domains.items():
             known = self._domains.get(name)
             if known is not None and not known.equals(keys):
@@ -1379,7 +1387,7 @@ def encode_key(key: object) -> JSONValue:
     """
     if isinstance(key, np.generic):
         key = key.item()
-    if key is None or (isinstance(key, float) and math.isnan(key)) or key is pd.NaT:
+    if key is None or key is pd.NA or key is pd.NaT or (isinstance(key, float) and math.isnan(key)):
         return None
     if isinstance(key, str | bool | int | float):
         return key

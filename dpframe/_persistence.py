@@ -248,7 +248,8 @@ def _parse_domains(value: object) -> dict[Hashable, pd.Index]:
         if not isinstance(name, Hashable):
             raise _bad_record(f"domains[{i}] has an unusable column name")
         keys = [_decode_key(key, f"domains[{i}]") for key in pair[1]]
-        domains[name] = pd.Index(keys, tupleize_cols=False)
+        # As declared: integers next to a missing key stay integers (nullable), not floats.
+        domains[name] = _validation.keys_index(keys, any(key is None for key in keys))
     return domains
 
 

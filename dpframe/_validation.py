@@ -423,7 +423,7 @@ def domain_keys(keys: object, name: Hashable) -> pd.Index:
     missing = [i for i, key in enumerate(values) if _missing(key)]
     if len(missing) > 1:
         raise DomainError(f"the keys declared for {name!r} list a missing value more than once.")
-    index: pd.Index = _keys_index(values, bool(missing))
+    index: pd.Index = keys_index(values, bool(missing))
     if not index.is_unique:
         dupes = list(index[index.duplicated()].unique())
         raise DomainError(f"the keys declared for {name!r} list keys more than once: {dupes}.")
@@ -432,7 +432,7 @@ def domain_keys(keys: object, name: Hashable) -> pd.Index:
     return index
 
 
-def _keys_index(values: list[Any], missing: bool) -> pd.Index:
+def keys_index(values: list[Any], missing: bool) -> pd.Index:
     """The keys as an Index that keeps their values.
 
     pandas infers float64 for integers next to a missing key, which rounds integers

@@ -24,6 +24,7 @@ from dpframe._ledger import Ledger
 from dpframe.errors import (
     BudgetExceededError,
     InvalidParameterError,
+    InvalidParameterTypeError,
     LedgerConflictError,
 )
 from tests._ledgers import F, budgeted_frame, charge, plain_frame
@@ -737,3 +738,31 @@ def test_spending_known_only_by_its_sum_stays_counted_beside_another_copys_relea
     restored = _persistence.restore(elsewhere)
     assert restored.spent == Budget(F(7, 10), F(0))
     assert sum((F(row["epsilon"]) for row in restored.to_dict()["history"]), F(0)) == F(7, 10)
+
+
+def test_declarations_the_record_cannot_hold_are_refused_before_anything_is_set() -> None:
+    # A tuple column name passed the column checks, was applied, and then the record
+    # could not be written: set_budget raised with the budget set, and every release was
+    # charged and then failed.
+    wide = pd.DataFrame({("id", ""): [1, 1, 2], ("g", "k"): ["x", "y", "x"]})
+    for declare in (
+        lambda: wide.dp.set_budget(epsilon=1.0, privacy_unit=("id", "")),
+        lambda: wide.dp.set_budget(epsilon=1.0, domains={("g", "k"): ["x", "y"]}),
+    ):
+        with pytest.raises(InvalidParameterTypeError, match="tuple"):
+            declare()
+        assert not wide.dp.ledger.budget_set
+        assert dict(wide.dp.ledger.domains) == {}
+
+
+def test_an_integer_domain_with_a_missing_key_survives_a_file(tmp_path: Path) -> None:
+    # pd.NA could not be written (set_budget refused it), and a record read back gave
+    # float keys, which the nullable column then refused as never equal.
+    frame = pd.DataFrame({"n": pd.array([1, 2, None], dtype="Int64")})
+    frame.dp.set_budget(epsilon=1.0, domains={"n": [1, 2, None]})
+    record = json.loads(json.dumps(frame.dp.ledger.to_dict()))
+    read = pd.DataFrame({"n": pd.array([1, 2, None], dtype="Int64")})
+    read.attrs["dpframe"] = {**record, "id": "another ledger"}
+    restored = read.dp.ledger
+    pd.testing.assert_index_equal(restored.domains["n"], frame.dp.ledger.domains["n"])
+    read.dp.set_budget(epsilon=1.0, domains={"n": [1, 2, None]})  # the same code book
