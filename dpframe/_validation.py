@@ -631,8 +631,8 @@ _ROW_WISE_ATTRIBUTES = frozenset(
         # dates and times, one value at a time
         "dt", "year", "month", "day", "hour", "minute", "second", "dayofweek", "weekday",
         "dayofyear", "day_of_week", "day_of_year", "quarter", "date", "days",
-        # categoricals: a row's own code
-        "cat", "codes",
+        # (not .cat.codes: a category's code is its rank among the categories, which
+        # astype("category") builds from every row's value)
     }
 )  # fmt: skip
 # The elementwise functions DataFrame.eval knows.
@@ -648,7 +648,6 @@ _ALLOWED_NODES = (
     ast.Constant, ast.List, ast.Tuple, ast.Attribute, ast.Call, ast.keyword, ast.Subscript,
     ast.Slice, ast.boolop, ast.operator, ast.unaryop, ast.cmpop,
 )  # fmt: skip
-_BACKTICKED = re.compile(r"`[^`]*`")
 
 
 def _literal(value: object, name: str, text: str) -> str:
@@ -659,6 +658,9 @@ def _literal(value: object, name: str, text: str) -> str:
         return "[" + ", ".join(_literal(item, name, text) for item in value) + "]"
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidParameterError(f"where={text!r}: @{name} is {value!r}; pass a finite number.")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        # In parentheses: pasted as text, -3 in "x > @v ** 2" would read as -(3 ** 2).
+        return f"({value!r})"
     if value is None or isinstance(value, bool | int | float | str):
         return repr(value)
     raise InvalidParameterTypeError(
@@ -703,9 +705,61 @@ def _substitute_locals(text: str, scope: Mapping[str, object]) -> str:
     return "".join(out)
 
 
+def _without_backticks(text: str) -> str:
+    """``text`` with each backticked column name (outside string literals) as a plain name.
+
+    Quotes are followed as :func:`_substitute_locals` follows them: a backtick inside a
+    string literal is part of the string, and must not hide what follows it from the check.
+    """
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if quote is not None:
+            out.append(char)
+            if char == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+            out.append(char)
+        elif char == "`":
+            end = text.find("`", i + 1)
+            if end < 0:
+                raise InvalidParameterError(f"where={text!r} has a backtick that is not closed.")
+            out.append(f"_col{i}")
+            i = end
+        else:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _membership_of_other_rows(node: ast.AST) -> bool:
+    """``x in col`` or ``x.isin(col)`` against anything but a literal list: membership in
+    the values of other rows (a column, an expression of columns)."""
+    literal = (ast.List, ast.Tuple, ast.Set, ast.Constant)
+    if isinstance(node, ast.Compare):
+        return any(
+            isinstance(op, ast.In | ast.NotIn) and not isinstance(right, literal)
+            for op, right in zip(node.ops, node.comparators, strict=True)
+        )
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "isin"
+    ):
+        given = [*node.args, *(k.value for k in node.keywords)]
+        return any(not isinstance(arg, literal) for arg in given)
+    return False
+
+
 def _check_row_wise(text: str) -> None:
     """Refuse expressions that look at other rows (aggregates, shifts, ranks, indexing)."""
-    placeholder = _BACKTICKED.sub(lambda m: f"_col{m.start()}", text)
+    placeholder = _without_backticks(text)
     try:
         tree = ast.parse(placeholder.strip(), mode="eval")
     except SyntaxError as error:
@@ -729,6 +783,8 @@ def _check_row_wise(text: str) -> None:
             isinstance(node.value, ast.Attribute) and node.value.attr == "str"
         ):
             offending = "indexing"
+        elif _membership_of_other_rows(node):
+            offending = "membership in a column (the values of other rows)"
         if offending is not None:
             raise InvalidParameterError(
                 f"where={text!r} is not a row-wise condition: {offending!r} can depend on "

@@ -166,12 +166,20 @@ AGGREGATING = [
     "Age.duplicated()",
     "Age.cumsum() < 100",
     "Age.rolling(2).mean() > 1",
+    # a category's code is its rank among the values present; membership in a column is
+    # membership in other rows' values; a backtick inside a string hid an aggregate
+    "Age.astype('category').cat.codes < 1",
+    "Age in Other",
+    "Age not in Other",
+    "Age.isin(Other)",
+    "Age.isin(values=Other + 1)",
+    "Name == '`' or Age >= Age.max() or Name == '`'",
 ]
 
 
 @pytest.mark.parametrize("where", AGGREGATING)
 def test_filters_that_look_at_other_rows_are_refused(where: str, word_counter: WordCounter) -> None:
-    frame = budgeted(pd.DataFrame({"Age": [20, 40, 60]}))
+    frame = budgeted(pd.DataFrame({"Age": [20, 40, 60], "Other": [40, 1, 2], "Name": list("abc")}))
     with pytest.raises(InvalidParameterError, match="not a row-wise condition"):
         frame.dp.count(epsilon=1.0, where=where)
     assert word_counter.words == 0
@@ -186,6 +194,8 @@ def test_filters_that_look_at_other_rows_are_refused(where: str, word_counter: W
         "Name.isin(['Ann', 'Bob']) & Age.notna()",
         "abs(Age - 40) < 15",
         "`First name`.str.len() > 2",
+        "Age in [20, 60] and Name not in ('Bob',)",
+        "Name == '`' or `First name` == 'Bo'",
     ],
 )
 def test_row_wise_filters_are_accepted(where: str) -> None:
@@ -318,3 +328,12 @@ def test_a_tuple_that_is_a_column_label_names_that_column() -> None:
     wide = pd.DataFrame({("g", "k"): ["x", "y", "x"] * 1000, ("m", "v"): [1.0, 2.0, 1.5] * 1000})
     wide.dp.set_budget(epsilon=float("inf"))
     assert abs(wide.dp.mean(("m", "v"), epsilon=100.0, bounds=(0, 3)) - 1.5) < 0.01
+
+
+def test_a_negative_at_variable_keeps_its_sign_under_a_power() -> None:
+    # Pasted as text, x = -3 made "Age > @x ** 2" read "Age > -3 ** 2", that is -(3 ** 2):
+    # every row passed where pandas' query keeps those above 9.
+    frame = budgeted(pd.DataFrame({"Age": [5, 10, 20]}))
+    x = -3
+    assert frame.dp.count(epsilon=100.0, where="Age > @x ** 2") == len(frame.query("Age > @x ** 2"))
+    assert x < 0
