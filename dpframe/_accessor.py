@@ -1684,7 +1684,7 @@ class DPAccessor:
         contribution = self._contribution("value_counts", max_rows, max_groups, True)
         rows = self._rows(where, groups, contribution, generator)
         scope = self._scope("value_counts", [], groups, where, generator)
-        post = ("sorted",) if sort else ()
+        post: tuple[str, ...] = ()  # sorted (after any normalizing) in value_counts_result
         shape = (_size(groups), 1)  # the shares' bars: each count and the total, at alpha/2
         if gaussian is not None:
             release, squared = _plans.gaussian_release(scope, gaussian, contribution, post=post)
@@ -1711,9 +1711,14 @@ class DPAccessor:
                 noisy = mechanisms.geometric(counts, epsilon=per_row, rng=generator)
                 spending.drawn(release)
 
+        # A list of columns (even of one) gives a MultiIndex, as DataFrame.value_counts does.
+        given: object = column  # the annotation says one label; a list is read as several
+        several = isinstance(given, list) or (
+            isinstance(given, tuple) and len(groups) == len(given) and given != groups[0].name
+        )
         return _tables.value_counts_result(
             noisy.reshape(-1), groups, release, bars, normalize, sort, ascending,
-            keep_nonnegative,
+            keep_nonnegative, multi_index=several,
         )  # fmt: skip
 
     def describe(

@@ -316,14 +316,20 @@ def value_counts_result(
     sort: bool,
     ascending: bool,
     nonnegative: bool,
+    *,
+    multi_index: bool = False,
 ) -> pd.Series[float]:
     """``value_counts``' Series from the noisy counts (post-processing only).
+
+    ``multi_index`` labels one grouping with a one-level MultiIndex (a list of columns).
 
     ``share_bars`` are the bars of the counts and of their total at level alpha/2, from
     the noise actually drawn (needed when ``normalize``).
     """
     counts = np.maximum(noisy, 0) if nonnegative else noisy
     index = labels(groups)
+    if multi_index and not isinstance(index, pd.MultiIndex):
+        index = pd.MultiIndex.from_arrays([index])
     post = [*release.post_processing, *(["negative counts set to 0"] if nonnegative else [])]
     details = release.details
     values: NDArray[Any] = counts
@@ -344,6 +350,7 @@ def value_counts_result(
     order = np.argsort(-values if not ascending else values, kind="stable") if sort else None
     if order is not None:
         values, index = values[order], index[order]
+        post.append("sorted")
         low, high = (None, None) if low is None else (low[order], high[order])  # type: ignore[index]
     if low is not None and high is not None:
         interval: dict[str, JSONValue] = {"low": low.tolist(), "high": high.tolist()}

@@ -163,6 +163,16 @@ def test_value_counts_of_several_columns_like_dataframe_value_counts(
     assert dpframe.release_info(noisy)["by"] == ["Sex", "Married"]
 
 
+def test_value_counts_of_a_list_of_one_column_has_a_multiindex(df: pd.DataFrame) -> None:
+    # DataFrame.value_counts(["Sex"]) labels with a one-level MultiIndex; dpframe gave a flat
+    # Index. And a normalized release listed "sorted" before "normalized", not as done.
+    noisy = df.dp.value_counts(["Sex"], epsilon=100.0, normalize=True)
+    truth = df.value_counts(["Sex"], normalize=True)
+    pd.testing.assert_index_equal(noisy.index, truth.index, exact=False)
+    post = dpframe.release_info(noisy)["post_processing"]
+    assert post == ["normalized by the noisy total", "sorted"]
+
+
 @pytest.mark.parametrize(
     "release",
     [
