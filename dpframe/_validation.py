@@ -757,6 +757,51 @@ def _membership_of_other_rows(node: ast.AST) -> bool:
     return False
 
 
+# astype targets whose result for a row depends on that row alone. Not "str": a datetime
+# or timedelta column is formatted alike for all rows (the time shows only if some row
+# has one); no keywords: errors="ignore" converts the column only if every row converts.
+_ROW_WISE_CASTS = frozenset(
+    {
+        "int", "float", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+        "uint32", "uint64", "float32", "float64", "Int8", "Int16", "Int32", "Int64",
+        "UInt8", "UInt16", "UInt32", "UInt64", "Float32", "Float64", "boolean",
+    }
+)  # fmt: skip
+
+
+def _conversion_of_the_whole_column(node: ast.AST) -> bool:
+    """``x.astype(...)`` to anything but a plain number or bool type, or with keywords."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "astype"
+    ):
+        return False
+    if node.keywords or len(node.args) != 1:
+        return True
+    target = node.args[0]
+    if isinstance(target, ast.Constant) and isinstance(target.value, str):
+        return target.value not in _ROW_WISE_CASTS
+    if isinstance(target, ast.Name):  # astype(int), astype(float), astype(bool)
+        return target.id not in {"int", "float", "bool"}
+    return True
+
+
+def where_names(text: str) -> set[str]:
+    """The bare names a checked ``where=`` string reads (backticked names excluded)."""
+    tree = ast.parse(_without_backticks(text).strip(), mode="eval")
+    called = {
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    return {
+        node.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node.id not in called and not node.id.startswith("_col")
+    }
+
+
 def _check_row_wise(text: str) -> None:
     """Refuse expressions that look at other rows (aggregates, shifts, ranks, indexing)."""
     placeholder = _without_backticks(text)
@@ -785,6 +830,8 @@ def _check_row_wise(text: str) -> None:
             offending = "indexing"
         elif _membership_of_other_rows(node):
             offending = "membership in a column (the values of other rows)"
+        elif _conversion_of_the_whole_column(node):
+            offending = "astype to text, or with options (its result depends on every row)"
         if offending is not None:
             raise InvalidParameterError(
                 f"where={text!r} is not a row-wise condition: {offending!r} can depend on "
@@ -818,9 +865,32 @@ def where_condition(where: object, scope: Mapping[str, object]) -> object:
     """
     if not isinstance(where, str):
         return where
+    _refuse_ambiguous_quoting(where)
     resolved = _substitute_locals(where, scope)
+    _refuse_ambiguous_quoting(resolved)  # a pasted string may hold a backslash
     _check_row_wise(resolved)
     return resolved
+
+
+def _refuse_ambiguous_quoting(text: str) -> None:
+    """Refuse quoting that dpframe's check and pandas' parser could read differently.
+
+    The check follows quotes to find backticked names and ``@names`` outside strings;
+    pandas' backtick splitter treats any quote after a backslash as escaped, and triple
+    quotes open a string the character scan would close at once. Either mismatch could
+    hide code (an aggregate) from the check, so neither is accepted.
+    """
+    if "'''" in text or '"""' in text:
+        raise InvalidParameterError(
+            f"where={text!r} holds a triple-quoted string; write strings in single quotes "
+            f"('text'), or pass a boolean Series."
+        )
+    if re.search(r"\\['\"`]", text):
+        raise InvalidParameterError(
+            f"where={text!r} has a backslash before a quote or backtick, which pandas and "
+            f"dpframe's row-wise check could read differently; pass a boolean Series built "
+            f"the same way instead (where=df['path'] == root)."
+        )
 
 
 def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
@@ -828,6 +898,16 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
     if where is None:
         return None
     if isinstance(where, str):
+        # pandas resolves a bare name that is not a column to the index (or a level): a
+        # row's position among the others, with the default index.
+        unknown = sorted(where_names(where) - {str(c) for c in frame.columns})
+        if unknown:
+            raise InvalidParameterError(
+                f"where={where!r} reads {unknown!r}, which are not columns of the frame (pandas "
+                f"would read the index, or a level of it: a row's position among the others "
+                f"with the default index). Use columns only; to filter on the index, make it "
+                f"a column first (df.reset_index()), and name values with @variables."
+            )
         try:
             where = frame.eval(where)
         except Exception as exc:  # pandas raises many kinds; report them all as our own

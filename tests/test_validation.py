@@ -174,6 +174,10 @@ AGGREGATING = [
     "Age.isin(Other)",
     "Age.isin(values=Other + 1)",
     "Name == '`' or Age >= Age.max() or Name == '`'",
+    # text of a datetime is formatted alike for the column; errors="ignore" converts all
+    # rows or none
+    "Age.astype('str').str.len() > 1",
+    "Age.astype('int64', errors='ignore') == Age",
 ]
 
 
@@ -196,6 +200,7 @@ def test_filters_that_look_at_other_rows_are_refused(where: str, word_counter: W
         "`First name`.str.len() > 2",
         "Age in [20, 60] and Name not in ('Bob',)",
         "Name == '`' or `First name` == 'Bo'",
+        "Age.astype('float64') > 30 and Age.astype(int) < 60",
     ],
 )
 def test_row_wise_filters_are_accepted(where: str) -> None:
@@ -328,6 +333,24 @@ def test_a_tuple_that_is_a_column_label_names_that_column() -> None:
     wide = pd.DataFrame({("g", "k"): ["x", "y", "x"] * 1000, ("m", "v"): [1.0, 2.0, 1.5] * 1000})
     wide.dp.set_budget(epsilon=float("inf"))
     assert abs(wide.dp.mean(("m", "v"), epsilon=100.0, bounds=(0, 3)) - 1.5) < 0.01
+
+
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        # pandas reads a bare name that is not a column as the index: a row's position
+        ("index % 2 == 0 and Age > 10", "not columns"),
+        # quoting pandas and the check could split differently: code hidden from the check
+        ('Name == """\\\\"`""" or Age > Age.mean() or Name == """`"""', "triple-quoted"),
+        ("Name == '''it's''' or Age > 1", "triple-quoted"),
+        ("Name == 'C:\\\\' or Name == 'a`b`'", "backslash before a quote"),
+    ],
+)
+def test_names_and_quoting_the_check_cannot_follow_are_refused(where: str, match: str) -> None:
+    frame = budgeted(pd.DataFrame({"Age": [20, 40, 60], "Name": list("abc")}))
+    with pytest.raises(InvalidParameterError, match=match):
+        frame.dp.count(epsilon=1.0, where=where)
+    assert len(frame.dp.ledger.history) == 0
 
 
 def test_a_negative_at_variable_keeps_its_sign_under_a_power() -> None:
