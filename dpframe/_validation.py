@@ -782,8 +782,6 @@ def _conversion_of_the_whole_column(node: ast.AST) -> bool:
     target = node.args[0]
     if isinstance(target, ast.Constant) and isinstance(target.value, str):
         return target.value not in _ROW_WISE_CASTS
-    if isinstance(target, ast.Name):  # astype(int), astype(float), astype(bool)
-        return target.id not in {"int", "float", "bool"}
     return True
 
 

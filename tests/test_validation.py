@@ -200,7 +200,7 @@ def test_filters_that_look_at_other_rows_are_refused(where: str, word_counter: W
         "`First name`.str.len() > 2",
         "Age in [20, 60] and Name not in ('Bob',)",
         "Name == '`' or `First name` == 'Bo'",
-        "Age.astype('float64') > 30 and Age.astype(int) < 60",
+        "Age.astype('float64') > 30 and Age.astype('Int64') < 60",
     ],
 )
 def test_row_wise_filters_are_accepted(where: str) -> None:
