@@ -652,6 +652,11 @@ _ALLOWED_NODES = (
 
 def _literal(value: object, name: str, text: str) -> str:
     """A caller's ``@name`` as literal text: plain scalars and lists of them only."""
+    if isinstance(value, np.datetime64 | np.timedelta64):  # .item() would give an int
+        raise InvalidParameterTypeError(
+            f"where={text!r}: @{name} is a numpy {type(value).__name__}; write the date as a "
+            f"string (where=\"visit >= '2020-01-01'\") or pass a boolean Series."
+        )
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, list | tuple):
@@ -705,7 +710,7 @@ def _substitute_locals(text: str, scope: Mapping[str, object]) -> str:
     return "".join(out)
 
 
-def _without_backticks(text: str) -> str:
+def _without_backticks(text: str, names: dict[str, str] | None = None) -> str:
     """``text`` with each backticked column name (outside string literals) as a plain name.
 
     Quotes are followed as :func:`_substitute_locals` follows them: a backtick inside a
@@ -730,6 +735,8 @@ def _without_backticks(text: str) -> str:
             end = text.find("`", i + 1)
             if end < 0:
                 raise InvalidParameterError(f"where={text!r} has a backtick that is not closed.")
+            if names is not None:  # the placeholder, and the name it stands for
+                names[f"_col{i}"] = text[i + 1 : end]
             out.append(f"_col{i}")
             i = end
         else:
@@ -786,18 +793,18 @@ def _conversion_of_the_whole_column(node: ast.AST) -> bool:
 
 
 def where_names(text: str) -> set[str]:
-    """The bare names a checked ``where=`` string reads (backticked names excluded)."""
-    tree = ast.parse(_without_backticks(text).strip(), mode="eval")
+    """The names a checked ``where=`` string reads: bare, and between backticks."""
+    backticked: dict[str, str] = {}
+    tree = ast.parse(_without_backticks(text, backticked).strip(), mode="eval")
     called = {
         node.func.id
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
-    return {
-        node.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and node.id not in called and not node.id.startswith("_col")
+    read = {
+        node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id not in called
     }
+    return {backticked.get(name, name) for name in read}
 
 
 def _check_row_wise(text: str) -> None:
@@ -896,24 +903,7 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
     if where is None:
         return None
     if isinstance(where, str):
-        # pandas resolves a bare name that is not a column to the index (or a level): a
-        # row's position among the others, with the default index.
-        unknown = sorted(where_names(where) - {str(c) for c in frame.columns})
-        if unknown:
-            raise InvalidParameterError(
-                f"where={where!r} reads {unknown!r}, which are not columns of the frame (pandas "
-                f"would read the index, or a level of it: a row's position among the others "
-                f"with the default index). Use columns only; to filter on the index, make it "
-                f"a column first (df.reset_index()), and name values with @variables."
-            )
-        try:
-            where = frame.eval(where)
-        except Exception as exc:  # pandas raises many kinds; report them all as our own
-            raise InvalidParameterError(
-                f"where={where!r} could not be evaluated on the frame "
-                f"({type(exc).__name__}: check its column names and types). Use a pandas "
-                f'expression such as where="Age >= 18" or a boolean Series.'
-            ) from None  # pandas' own message may quote values of the data
+        return _string_mask(frame, where)
     if isinstance(where, pd.Series):
         if not where.index.equals(frame.index):
             raise InvalidParameterError(
@@ -931,6 +921,90 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
             f"{getattr(mask, 'dtype', None)} and shape {getattr(mask, 'shape', None)}."
         )
     return mask
+
+
+def _string_mask(frame: pd.DataFrame, where: str) -> NDArray[np.bool_]:
+    """A checked ``where=`` string evaluated on ``frame``, without a data-dependent error.
+
+    Whether the evaluation fails must not depend on the data: a condition that raises for
+    one person's value only (a cast of 0.5 to an integer, an integer to a negative power)
+    would answer a yes/no question about that person, through a refusal that charges
+    nothing. So the condition is first evaluated on one made-up row per dtype (schema
+    errors are refused there, whatever the data); on the data, rows whose evaluation
+    raises are left out (a block that raises is split until its rows are evaluated one
+    by one), and nothing is reported.
+    """
+    names = where_names(where)
+    # pandas resolves a name that is not a column (backticked or not) to the index or a
+    # level of it: a row's position among the others, with the default index.
+    unknown = sorted(names - {str(c) for c in frame.columns})
+    if unknown:
+        raise InvalidParameterError(
+            f"where={where!r} reads {unknown!r}, which are not columns of the frame (pandas "
+            f"would read the index, or a level of it: a row's position among the others "
+            f"with the default index). Use columns only; to filter on the index, make it "
+            f"a column first (df.reset_index()), and name values with @variables."
+        )
+    if "astype" in where and any(
+        pd.api.types.is_datetime64_any_dtype(frame[c].dtype)
+        or pd.api.types.is_timedelta64_dtype(frame[c].dtype)
+        for c in frame.columns
+        if str(c) in names and not isinstance(frame[c], pd.DataFrame)
+    ):  # a datetime's integer value is in the column's unit, set by every row
+        raise InvalidParameterError(
+            f"where={where!r} converts a date or duration with astype, whose result depends on "
+            f"the unit of the whole column; compare dates (where=\"visit >= '2020-01-01'\") "
+            f"or use .dt fields (visit.dt.year)."
+        )
+    try:
+        schema = frame.iloc[:0].eval(where)
+        example = _example_row(frame).eval(where)
+    except Exception as exc:  # pandas raises many kinds; report them all as our own
+        raise InvalidParameterError(
+            f"where={where!r} could not be evaluated on the frame's columns "
+            f"({type(exc).__name__}: check its column names and types). Use a pandas "
+            f'expression such as where="Age >= 18" or a boolean Series.'
+        ) from None  # made-up values only: nothing of the data
+    for result in (schema, example):
+        dtype = getattr(result, "dtype", None)
+        if not (dtype == np.bool_ or str(dtype) in ("boolean", "bool[pyarrow]")):
+            raise InvalidParameterTypeError(f"where must be boolean, got dtype {dtype}.")
+    mask = np.zeros(len(frame), dtype=bool)
+    pending = [(0, len(frame))]
+    while pending:
+        start, stop = pending.pop()
+        try:
+            block = frame.iloc[start:stop].eval(where)
+            mask[start:stop] = np.asarray(pd.Series(block).fillna(False).to_numpy(dtype=bool))
+        except Exception:  # any error of a value: its rows are left out, unreported
+            if stop - start > 1:
+                middle = (start + stop) // 2
+                pending += [(start, middle), (middle, stop)]
+    return mask
+
+
+def _example_row(frame: pd.DataFrame) -> pd.DataFrame:
+    """One made-up row with the frame's columns and dtypes (0, "", False, the epoch)."""
+    values: dict[Any, Any] = {}
+    for position, dtype in enumerate(frame.dtypes):
+        if isinstance(dtype, pd.CategoricalDtype) or str(dtype) == "object":
+            value: Any = None  # no category is public, and objects may hold anything
+        elif pd.api.types.is_bool_dtype(dtype):
+            value = False
+        elif pd.api.types.is_numeric_dtype(dtype):
+            value = 0
+        elif pd.api.types.is_datetime64_any_dtype(dtype):
+            value = pd.Timestamp(0, tz=getattr(dtype, "tz", None))
+        elif pd.api.types.is_timedelta64_dtype(dtype):
+            value = pd.Timedelta(0)
+        elif pd.api.types.is_string_dtype(dtype):
+            value = ""
+        else:
+            value = None
+        values[position] = pd.array([value], dtype=dtype)
+    example = pd.DataFrame(values)
+    example.columns = frame.columns
+    return example
 
 
 def numeric_dtype(dtype: Any, name: Hashable) -> None:

@@ -360,3 +360,44 @@ def test_a_negative_at_variable_keeps_its_sign_under_a_power() -> None:
     x = -3
     assert frame.dp.count(epsilon=100.0, where="Age > @x ** 2") == len(frame.query("Age > @x ** 2"))
     assert x < 0
+
+
+def test_a_condition_that_fails_on_one_value_leaves_that_row_out_unreported() -> None:
+    # 0.5 cannot be cast to Int64: the condition raised only when person 1 had wage 12, and
+    # the refusal (charging nothing) answered "does person 1 earn 12?" exactly.
+    condition = "(((pid == 1) & (wage == 12)) * 0.5).astype('Int64') >= 0"
+    for wage in (12.0, 13.0):
+        frame = pd.DataFrame({"pid": [1, 2, 3], "wage": [wage, 12.0, 20.0]})
+        frame.dp.set_budget(epsilon=float("inf"))
+        count = frame.dp.count(epsilon=100.0, where=condition)
+        assert count == (2 if wage == 12.0 else 3)  # person 1 left out, nothing said
+        assert len(frame.dp.ledger.history) == 1  # released and charged either way
+
+
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        ("`index` < 2", "not columns"),  # backticks reached the index too
+        ("visit.astype('int64') > 0", "unit of the whole column"),
+        ("Name > 5", "could not be evaluated"),  # a type error, found on made-up values
+    ],
+)
+def test_index_date_casts_and_type_errors_are_refused_whatever_the_data(
+    where: str, match: str
+) -> None:
+    frame = budgeted(
+        pd.DataFrame(
+            {"Age": [20, 40], "Name": ["a", "b"], "visit": pd.to_datetime(["2020-01-01"] * 2)}
+        )
+    )
+    with pytest.raises(InvalidParameterError, match=match):
+        frame.dp.count(epsilon=1.0, where=where)
+    assert len(frame.dp.ledger.history) == 0
+
+
+def test_a_numpy_date_is_not_pasted_as_an_integer() -> None:
+    frame = budgeted(pd.DataFrame({"visit": pd.to_datetime(["2020-01-01", "2021-01-01"])}))
+    new_year = np.datetime64("2021-01-01", "ns")
+    with pytest.raises(InvalidParameterTypeError, match="numpy datetime64"):
+        frame.dp.count(epsilon=1.0, where="visit == @new_year")
+    assert new_year is not None
