@@ -362,12 +362,16 @@ def test_a_negative_at_variable_keeps_its_sign_under_a_power() -> None:
     assert x < 0
 
 
-def test_a_condition_that_fails_on_one_value_leaves_that_row_out_unreported() -> None:
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_a_condition_that_fails_on_one_value_leaves_that_row_out_unreported(backend: str) -> None:
     # 0.5 cannot be cast to Int64: the condition raised only when person 1 had wage 12, and
     # the refusal (charging nothing) answered "does person 1 earn 12?" exactly.
     condition = "(((pid == 1) & (wage == 12)) * 0.5).astype('Int64') >= 0"
     for wage in (12.0, 13.0):
-        frame = pd.DataFrame({"pid": [1, 2, 3], "wage": [wage, 12.0, 20.0]})
+        frame: Any = pd.DataFrame({"pid": [1, 2, 3], "wage": [wage, 12.0, 20.0]})
+        if backend == "dask":
+            dd = pytest.importorskip("dask.dataframe")
+            frame = dd.from_pandas(frame, npartitions=2)
         frame.dp.set_budget(epsilon=float("inf"))
         count = frame.dp.count(epsilon=100.0, where=condition)
         assert count == (2 if wage == 12.0 else 3)  # person 1 left out, nothing said

@@ -604,6 +604,12 @@ class _Bounding:
     seed: int | None  # a caller's rng (tests): one derived stream per partition
 
 
+def _partition_where(partition: pd.DataFrame, where: str) -> pd.Series[bool]:
+    """A ``where=`` string on one partition, as :func:`dpframe._validation.where_mask`."""
+    mask = _validation.where_mask(partition, where)
+    return pd.Series(mask, index=partition.index, dtype=bool)
+
+
 def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]:
     """The exact aggregate of one partition, flat (runs on a worker)."""
     mask = None
@@ -901,7 +907,13 @@ class DaskBackend:
             return DaskRows(self._frame, None)
         if isinstance(where, str):
             _validation.where_mask(self._meta, where)  # syntax, columns and boolean result
-            return DaskRows(self._frame, _Filter(self._frame.eval(where)))
+            # Each partition through dpframe's own evaluation, not Dask's eval: a row whose
+            # evaluation raises is left out there, as on pandas, instead of failing the
+            # compute (an error that depends on one person's value would answer about them).
+            mask = self._frame.map_partitions(  # type: ignore[no-untyped-call]  # dask: unannotated
+                _partition_where, where, meta=pd.Series(dtype=bool)
+            )
+            return DaskRows(self._frame, _Filter(mask))
         if not isinstance(where, dd.Series):
             raise InvalidParameterTypeError(
                 f'where on a Dask DataFrame must be an expression string (where="Age >= 18") '
