@@ -767,13 +767,11 @@ def _membership_of_other_rows(node: ast.AST) -> bool:
 # astype targets whose result for a row depends on that row alone. Not "str": a datetime
 # or timedelta column is formatted alike for all rows (the time shows only if some row
 # has one); no keywords: errors="ignore" converts the column only if every row converts.
+# Nor integer types: a cast of NaN, 0.5 or a too large value raises for that row only,
+# and an error that depends on one person's value would answer about them.
 _ROW_WISE_CASTS = frozenset(
-    {
-        "int", "float", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
-        "uint32", "uint64", "float32", "float64", "Int8", "Int16", "Int32", "Int64",
-        "UInt8", "UInt16", "UInt32", "UInt64", "Float32", "Float64", "boolean",
-    }
-)  # fmt: skip
+    {"float", "float32", "float64", "Float32", "Float64", "bool", "boolean"}
+)
 
 
 def _conversion_of_the_whole_column(node: ast.AST) -> bool:
@@ -790,6 +788,45 @@ def _conversion_of_the_whole_column(node: ast.AST) -> bool:
     if isinstance(target, ast.Constant) and isinstance(target.value, str):
         return target.value not in _ROW_WISE_CASTS
     return True
+
+
+def _power_that_can_fail(node: ast.AST) -> bool:
+    """``x ** e`` or ``x.pow(e)`` with ``e`` not a constant number: an integer to a
+    negative power raises, and it would raise for some rows' values only."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        exponent = node.right
+        if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, ast.USub | ast.UAdd):
+            exponent = exponent.operand
+        return not (isinstance(exponent, ast.Constant) and isinstance(exponent.value, int | float))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in ("pow", "rpow")
+    return False
+
+
+# What an object column (values of any Python type) may take part in: comparisons for
+# equality and membership in literals, and missing-value tests. Anything else (ordering,
+# arithmetic, .str, .dt, casts) can raise on one value's type, and .str infers from the
+# values which rows are strings.
+_OBJECT_SAFE_CALLS = frozenset({"isin", "isna", "notna", "isnull", "notnull"})
+
+
+def _object_column_misuse(text: str, object_columns: set[str]) -> str | None:
+    """The first use of an object column other than equality, membership or a NaN test."""
+    backticked: dict[str, str] = {}
+    tree = ast.parse(_without_backticks(text, backticked).strip(), mode="eval")
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and backticked.get(node.id, node.id) in object_columns):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Compare) and all(
+            isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in parent.ops
+        ):
+            continue
+        if isinstance(parent, ast.Attribute) and parent.attr in _OBJECT_SAFE_CALLS:
+            continue
+        return backticked.get(node.id, node.id)
+    return None
 
 
 def where_names(text: str) -> set[str]:
@@ -837,6 +874,8 @@ def _check_row_wise(text: str) -> None:
             offending = "membership in a column (the values of other rows)"
         elif _conversion_of_the_whole_column(node):
             offending = "astype to text, or with options (its result depends on every row)"
+        elif _power_that_can_fail(node):
+            offending = "a power whose exponent is not a number (it can fail on one value)"
         if offending is not None:
             raise InvalidParameterError(
                 f"where={text!r} is not a row-wise condition: {offending!r} can depend on "
@@ -937,13 +976,29 @@ def _string_mask(frame: pd.DataFrame, where: str) -> NDArray[np.bool_]:
     names = where_names(where)
     # pandas resolves a name that is not a column (backticked or not) to the index or a
     # level of it: a row's position among the others, with the default index.
-    unknown = sorted(names - {str(c) for c in frame.columns})
+    unknown = sorted(names - {str(c) for c in frame.columns} - {"inf", "Inf", "nan", "NaN"})
     if unknown:
         raise InvalidParameterError(
             f"where={where!r} reads {unknown!r}, which are not columns of the frame (pandas "
             f"would read the index, or a level of it: a row's position among the others "
             f"with the default index). Use columns only; to filter on the index, make it "
             f"a column first (df.reset_index()), and name values with @variables."
+        )
+    object_columns = {
+        str(c)
+        for c in frame.columns
+        if str(c) in names
+        and not isinstance(frame[c], pd.DataFrame)
+        and pd.api.types.is_object_dtype(frame[c].dtype)
+    }
+    misused = _object_column_misuse(where, object_columns) if object_columns else None
+    if misused is not None:
+        raise InvalidParameterError(
+            f"where={where!r} uses {misused!r}, a column of Python objects (dtype object), in "
+            f"something other than ==, !=, in or isin: on objects, .str, ordering, arithmetic "
+            f"and casts can fail on one value's type, and a failure that depends on one person "
+            f"would answer about them. Give the column a type first, e.g. "
+            f"df.astype({{{misused!r}: 'string'}}), or compare with == and isin."
         )
     if "astype" in where and any(
         pd.api.types.is_datetime64_any_dtype(frame[c].dtype)
@@ -958,7 +1013,7 @@ def _string_mask(frame: pd.DataFrame, where: str) -> NDArray[np.bool_]:
         )
     try:
         schema = frame.iloc[:0].eval(where)
-        example = _example_row(frame).eval(where)
+        example = _example_row(frame, names).eval(where)
     except Exception as exc:  # pandas raises many kinds; report them all as our own
         raise InvalidParameterError(
             f"where={where!r} could not be evaluated on the frame's columns "
@@ -983,8 +1038,10 @@ def _string_mask(frame: pd.DataFrame, where: str) -> NDArray[np.bool_]:
     return mask
 
 
-def _example_row(frame: pd.DataFrame) -> pd.DataFrame:
-    """One made-up row with the frame's columns and dtypes (0, "", False, the epoch)."""
+def _example_row(frame: pd.DataFrame, names: set[str]) -> pd.DataFrame:
+    """One made-up row of the columns ``names`` reads, in their dtypes (0, "", False, the
+    epoch; missing where no value is public, as for a categorical)."""
+    frame = frame.loc[:, [str(c) in names for c in frame.columns]]
     values: dict[Any, Any] = {}
     for position, dtype in enumerate(frame.dtypes):
         if isinstance(dtype, pd.CategoricalDtype) or str(dtype) == "object":
@@ -1001,7 +1058,10 @@ def _example_row(frame: pd.DataFrame) -> pd.DataFrame:
             value = ""
         else:
             value = None
-        values[position] = pd.array([value], dtype=dtype)
+        try:
+            values[position] = pd.array([value], dtype=dtype)
+        except (TypeError, ValueError):  # a dtype without a missing value (intervals of int)
+            values[position] = frame.iloc[:0, position].reindex(range(1))
     example = pd.DataFrame(values)
     example.columns = frame.columns
     return example
