@@ -675,73 +675,74 @@ def _literal(value: object, name: str, text: str) -> str:
     )
 
 
-def _substitute_locals(text: str, scope: Mapping[str, object]) -> str:
-    """``text`` with every ``@name`` outside quotes and backticks replaced by its value."""
-    out: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if quote is not None:
-            out.append(char)
-            if char == "\\" and i + 1 < len(text):
-                out.append(text[i + 1])
-                i += 1
-            elif char == quote:
-                quote = None
-        elif char in "'\"`":
-            quote = char
-            out.append(char)
-        elif char == "@":
-            match = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text[i + 1 :])
-            if match is None:
-                raise InvalidParameterError(f"where={text!r}: '@' must be followed by a name.")
-            name = match.group(0)
-            if name not in scope:
-                raise InvalidParameterError(
-                    f"where={text!r}: @{name} is not a variable where df.dp was called. "
-                    f"Define it first, e.g. {name} = 30."
-                )
-            out.append(_literal(scope[name], name, text))
-            i += len(name)
-        else:
-            out.append(char)
-        i += 1
-    return "".join(out)
+def _pieces(text: str) -> list[tuple[str, int, str]]:
+    """``text`` cut into code, string literals and backticked names, in order.
 
-
-def _without_backticks(text: str, names: dict[str, str] | None = None) -> str:
-    """``text`` with each backticked column name (outside string literals) as a plain name.
-
-    Quotes are followed as :func:`_substitute_locals` follows them: a backtick inside a
-    string literal is part of the string, and must not hide what follows it from the check.
+    Each piece is ``(kind, start, text)``: ``"code"``; ``"string"``, quotes included (a
+    backslash escapes the next character); ``"name"``, the text between two backticks. A
+    backtick inside a string literal is part of the string. The ``@name`` substitution
+    and the row-wise check both read ``where=`` through this one cut, so they agree on
+    what is code.
     """
-    out: list[str] = []
-    quote: str | None = None
-    i = 0
+    pieces: list[tuple[str, int, str]] = []
+    start = i = 0
     while i < len(text):
         char = text[i]
-        if quote is not None:
-            out.append(char)
-            if char == "\\" and i + 1 < len(text):
-                out.append(text[i + 1])
-                i += 1
-            elif char == quote:
-                quote = None
-        elif char in "'\"":
-            quote = char
-            out.append(char)
-        elif char == "`":
+        if char not in "'\"`":
+            i += 1
+            continue
+        if start < i:
+            pieces.append(("code", start, text[start:i]))
+        if char == "`":
             end = text.find("`", i + 1)
             if end < 0:
                 raise InvalidParameterError(f"where={text!r} has a backtick that is not closed.")
-            if names is not None:  # the placeholder, and the name it stands for
-                names[f"_col{i}"] = text[i + 1 : end]
-            out.append(f"_col{i}")
-            i = end
+            pieces.append(("name", i, text[i + 1 : end]))
         else:
-            out.append(char)
-        i += 1
+            end = i + 1
+            while end < len(text) and text[end] != char:
+                end += 2 if text[end] == "\\" else 1
+            pieces.append(("string", i, text[i : end + 1]))
+        start = i = end + 1
+    if start < len(text):
+        pieces.append(("code", start, text[start:]))
+    return pieces
+
+
+def _substitute_locals(text: str, scope: Mapping[str, object]) -> str:
+    """``text`` with every ``@name`` outside quotes and backticks replaced by its value."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            raise InvalidParameterError(f"where={text!r}: '@' must be followed by a name.")
+        if name not in scope:
+            raise InvalidParameterError(
+                f"where={text!r}: @{name} is not a variable where df.dp was called. "
+                f"Define it first, e.g. {name} = 30."
+            )
+        return _literal(scope[name], name, text)
+
+    return "".join(
+        re.sub(r"@([A-Za-z_][A-Za-z0-9_]*)?", value, piece)
+        if kind == "code"
+        else f"`{piece}`"
+        if kind == "name"
+        else piece
+        for kind, _, piece in _pieces(text)
+    )
+
+
+def _without_backticks(text: str, names: dict[str, str] | None = None) -> str:
+    """``text`` with each backticked column name as a plain name, ``_col<position>``;
+    ``names`` (if given) receives each placeholder and the name it stands for."""
+    out: list[str] = []
+    for kind, start, piece in _pieces(text):
+        if kind == "name":
+            if names is not None:
+                names[f"_col{start}"] = piece
+            piece = f"_col{start}"
+        out.append(piece)
     return "".join(out)
 
 
