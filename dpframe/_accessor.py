@@ -1036,6 +1036,8 @@ class DPAccessor:
         sum_share = contribution.noise_epsilon(values_share - bounds_share)
         bounds_share = contribution.noise_epsilon(bounds_share)
         _plans.check_sum_epsilon(sum_share)
+        if declared is None:  # the estimate is charged before the rows are grouped
+            self._backend.check_keys(groups)
 
         with self.ledger.transaction(eps, dlt) as spending:
             chosen = self._select_keys(rows, groups, contribution, selection, generator)

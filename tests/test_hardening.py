@@ -82,6 +82,18 @@ def test_a_categorical_read_back_as_an_arrow_dictionary_groups(tmp_path: Path) -
     assert lists.dp.ledger.spent.epsilon == 0
 
 
+def test_an_object_column_of_lists_is_refused_before_auto_bounds_charge() -> None:
+    frame = pd.DataFrame({"g": [[1], [2]] * 1000, "x": np.full(2000, 3.0)})
+    frame.dp.set_budget(epsilon=100.0, domains={"g": [1, 2]})
+    with pytest.raises(DomainError, match="hashable scalars"):
+        frame.dp.sum("x", epsilon=1.0, bounds="auto", by="g")
+    assert frame.dp.ledger.spent.epsilon == 0
+    # Validity twin: the same call on scalar keys is released and charged.
+    frame["g"] = [1, 2] * 1000
+    frame.dp.sum("x", epsilon=10.0, bounds="auto", by="g")
+    assert frame.dp.ledger.spent.epsilon == 10
+
+
 def test_pyarrow_backed_columns() -> None:
     frame = pd.DataFrame(
         {

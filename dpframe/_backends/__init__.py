@@ -126,6 +126,14 @@ class Backend(Protocol):
         """The dtype of each named column, refusing missing or duplicated ones (schema only)."""
         ...
 
+    def check_keys(self, groups: Sequence[Group]) -> None:
+        """Refuse grouping columns whose values cannot be grouped (lists in an object column).
+
+        For a release that charges a first part (``bounds="auto"``) before it groups the
+        rows: the refusal must come before any charge.
+        """
+        ...
+
     @property
     def row_labels(self) -> tuple[Hashable, ...] | None:
         """The index level names, if every row has its own index label (None: not, or unknown)."""

@@ -866,6 +866,11 @@ class DaskBackend:
     def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
         return {name: _known(_validation.column(self._meta, name, param).dtype) for name in names}
 
+    def check_keys(self, groups: Sequence[Group]) -> None:
+        # Dask reads object columns as Arrow strings (or refuses them at the schema): a
+        # column of lists never reaches the grouping.
+        return None
+
     @property
     def row_labels(self) -> tuple[Any, ...] | None:
         # Not recorded: Dask numbers each partition's rows from 0 after reset_index, so

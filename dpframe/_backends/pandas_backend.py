@@ -224,6 +224,11 @@ class PandasBackend:
     def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
         return {name: _validation.column(self._frame, name, param).dtype for name in names}
 
+    def check_keys(self, groups: Sequence[Group]) -> None:
+        for group in groups:
+            if group.dtype == object:  # other dtypes are refused, if at all, by their schema
+                kernels.domain_codes(self._frame[group.name], group.domain)
+
     @property
     def row_labels(self) -> tuple[Hashable, ...] | None:
         index = self._frame.index
