@@ -291,6 +291,8 @@ class DPAccessor:
                 _validation.column_names(privacy_unit, "privacy_unit", self._frame.columns)
             )
             self._backend.check_columns(unit, "privacy_unit")
+        else:
+            self._backend.check_rows_apart()
         # One step: a refused budget (one that would raise the total) declares nothing.
         self.ledger._budget_and_declarations(
             epsilon,

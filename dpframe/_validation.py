@@ -239,8 +239,12 @@ def integer_bounds(value: Any, name: str = "bounds") -> tuple[int, int]:
 
 
 def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
-    """A pair ``(lo, hi)`` of finite real numbers with ``lo < hi``, as floats (an end
-    float64 cannot hold, such as an integer beyond 2**53, is read as the nearest float)."""
+    """A pair ``(lo, hi)`` of finite real numbers with ``lo < hi``, as floats.
+
+    An exact end (an integer or a Fraction) that float64 cannot hold, such as 2**53 + 1,
+    is refused: read as its nearest float it could move outward, and releases would step
+    past the declared range.
+    """
     fix = (
         f"Pass {name}=(lo, hi) with two finite numbers, lo < hi, "
         f"declared without looking at the data."
@@ -260,6 +264,14 @@ def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
         if not math.isfinite(as_float):
             raise InvalidParameterError(
                 f"{name} must be finite numbers within float64's range, got {value!r}. {fix}"
+            )
+        if isinstance(end, numbers.Rational) and Fraction(as_float) != Fraction(end):
+            above = Fraction(as_float) > Fraction(end)
+            down = math.nextafter(as_float, -math.inf) if above else as_float
+            up = as_float if above else math.nextafter(as_float, math.inf)
+            raise InvalidParameterError(
+                f"{name} has an end float64 cannot hold exactly: {end!r} lies between "
+                f"{down!r} and {up!r}. Pass one of those, the one inside the range you mean."
             )
         pair.append(as_float)
     lo, hi = pair

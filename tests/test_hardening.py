@@ -238,6 +238,26 @@ def test_more_rows_than_the_data_had_are_refused_whatever_the_index(
     assert frame.dp.ledger.spent.epsilon == 0
 
 
+def test_a_budget_on_an_index_that_already_repeats_labels_is_refused() -> None:
+    # With repeated labels from the start, pd.concat of two overlapping filters (fewer rows
+    # than the data) repeated people unseen: released, charged once.
+    frame = census(300, rng=4).set_index("Sex")
+    with pytest.raises(PrivacyUnitError, match="index repeats labels"):
+        frame.dp.set_budget(epsilon=1.0)
+    assert not frame.dp.ledger.budget_set
+    # Validity twin: with a label per row, the same overlapping concat is refused.
+    frame = frame.reset_index()
+    frame.dp.set_budget(epsilon=1.0)
+    overlapping = pd.concat([frame[frame["Age"] < 30], frame[frame["Age"].between(25, 35)]])
+    assert len(overlapping) < len(frame)
+    with pytest.raises(PrivacyUnitError, match="repeats index labels"):
+        overlapping.dp.count(epsilon=0.5)
+    # With a privacy unit, repeated labels are fine: every release bounds each person.
+    panel = census(300, rng=4).assign(person=np.arange(300) // 2).set_index("Sex")
+    panel.dp.set_budget(epsilon=1.0, privacy_unit="person")
+    assert panel.dp.ledger.budget_set
+
+
 def test_more_rows_than_the_data_had_are_bounded_with_a_privacy_unit() -> None:
     frame = census(300, rng=4).assign(person=np.arange(300))
     frame.dp.set_budget(epsilon=1.0, privacy_unit="person")

@@ -162,6 +162,19 @@ def test_snapping_outputs_are_on_the_grid_and_in_bounds(
     assert np.all(interior / grid == np.floor(interior / grid))
 
 
+@pytest.mark.parametrize(
+    "bounds", [(0, 2**53 + 1), (-(2**60) - 1, 0), (Fraction(1, 3), 1), (np.int64(2**62 + 1), 2**63)]
+)
+def test_exact_bounds_float64_cannot_hold_are_refused(bounds: tuple[Any, Any]) -> None:
+    # Read as the nearest float, 2**53 + 1 became 2**53 + 2: outputs past the declared end.
+    for call in (laplace, bounded_laplace):
+        with pytest.raises(InvalidParameterError, match="cannot hold exactly"):
+            call(np.zeros(4), epsilon=1.0, sensitivity=1.0, bounds=bounds)
+    # Validity twin: ends float64 holds exactly (big powers of two included) are read.
+    held = (0, 2**53) if bounds[1] != 1 else (0.25, 1)
+    assert np.all(laplace(np.zeros(4), epsilon=1.0, sensitivity=1.0, bounds=held) <= held[1])
+
+
 @pytest.mark.parametrize(("epsilon", "sensitivity", "bounds", "x"), SNAP_CASES)
 def test_snapping_matches_the_exact_snapped_pmf(
     epsilon: float, sensitivity: float, bounds: tuple[float, float], x: float

@@ -126,6 +126,15 @@ class Backend(Protocol):
         """The dtype of each named column, refusing missing or duplicated ones (schema only)."""
         ...
 
+    def check_rows_apart(self) -> None:
+        """Refuse, at ``set_budget`` without a privacy unit, rows that cannot be told apart.
+
+        Each row is then one person, and derived frames that give a person a second row
+        are refused by the labels they repeat: an index whose labels already repeat would
+        hide them.
+        """
+        ...
+
     def check_keys(self, groups: Sequence[Group]) -> None:
         """Refuse grouping columns whose values cannot be grouped (lists in an object column).
 

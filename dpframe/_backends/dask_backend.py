@@ -866,6 +866,11 @@ class DaskBackend:
     def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
         return {name: _known(_validation.column(self._meta, name, param).dtype) for name in names}
 
+    def check_rows_apart(self) -> None:
+        # Dask labels are not read (each partition may number its rows from 0): repeats
+        # are found in the expression tree, and pandas copies are checked by row count.
+        return None
+
     def check_keys(self, groups: Sequence[Group]) -> None:
         # Dask reads object columns as Arrow strings (or refuses them at the schema): a
         # column of lists never reaches the grouping.

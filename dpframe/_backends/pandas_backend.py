@@ -224,6 +224,19 @@ class PandasBackend:
     def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
         return {name: _validation.column(self._frame, name, param).dtype for name in names}
 
+    def check_rows_apart(self) -> None:
+        index = self._frame.index
+        if not index.is_unique:
+            repeated = index[index.duplicated()][0]
+            raise PrivacyUnitError(
+                f"This frame's index repeats labels (e.g. {repeated!r}), so dpframe could "
+                f"not tell a row repeated later (pd.concat of two overlapping selections) "
+                f"from a person's own row, and a release could charge one person's loss "
+                f"once while counting it twice. Give every row its own label first "
+                f"(df = df.reset_index()), or, if a person has several rows, declare the "
+                f'person: df.dp.set_budget(..., privacy_unit="person_id").'
+            )
+
     def check_keys(self, groups: Sequence[Group]) -> None:
         for group in groups:
             if group.dtype == object:  # other dtypes are refused, if at all, by their schema
