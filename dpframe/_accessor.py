@@ -1915,6 +1915,13 @@ class DPAccessor:
         Series over the groups, or an int without ``by``."""
         eps = _validation.epsilon(epsilon)
         generator = _validation.rng(rng)
+        (dtype,) = self._backend.check_columns([column], "column").values()
+        if not _validation.is_real_dtype(dtype):
+            raise InvalidParameterTypeError(
+                f"column {column!r} has dtype {dtype}: a count of non-missing values per "
+                f"group reads a numeric column. For another column, count the rows where it "
+                f"is present: df.dp.groupby(...).size(..., where=df[{column!r}].notna())."
+            )
         values = self._backend.numeric_column(column, "column")
         groups = self._groups_of(by, domain)
         contribution = self._contribution("count", max_rows, max_groups, bool(groups))
@@ -2241,7 +2248,9 @@ class DPAccessor:
         unit moves by at most 1) against ``ceil(min_count / max_rows)``, at
         ``epsilon / max_groups`` and ``delta / max_groups`` (basic composition over the
         cells a unit touches): the decision is about reaching ``min_count`` rounded up
-        to a multiple of ``max_rows``.
+        to a multiple of ``max_rows``. The release records the call's cost and a
+        sensitivity of ``max_rows * max_groups`` rows, as a count table does; each
+        cell's parameters are ``decided_at``, ``cell_epsilon`` and ``cell_delta``.
 
         References
         ----------

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from dpframe import _plans, _quantiles, _results, _validation
-from dpframe._backends import SumGrid
+from dpframe._backends import Group, SumGrid
 from dpframe._budget import exact_text
 from dpframe._composition import RefusedCostError
 from dpframe._moments import Statistic
@@ -34,7 +35,7 @@ from dpframe._typing import (
     RNGLike,
     Where,
 )
-from dpframe.errors import BudgetExceededError, InvalidParameterError
+from dpframe.errors import BudgetExceededError, DPFrameError, InvalidParameterError
 
 if TYPE_CHECKING:
     from dpframe._accessor import DPAccessor
@@ -716,7 +717,10 @@ class DPSeriesGroupBy:
         Returns
         -------
         pandas.Series
-            Indexed like ``SeriesGroupBy.quantile``.
+            Indexed like ``SeriesGroupBy.quantile``. Unlike pandas (NaN), a group with
+            no rows gets a value too, drawn uniformly from the candidates, and its rank
+            bar says nothing of it: a quantile spends nothing on a count that could tell
+            an empty group. Release the counts (:meth:`count`) when it matters.
 
         See Also
         --------
@@ -777,7 +781,8 @@ class DPSeriesGroupBy:
         Returns
         -------
         pandas.Series
-            The medians over the declared domain.
+            The medians over the declared domain; a group with no rows gets one too,
+            uniform over the candidates (see :meth:`quantile`).
 
         See Also
         --------
@@ -857,6 +862,9 @@ class DPSeriesGroupBy:
         pandas.DataFrame
             One column per statistic, one row per declared group;
             :func:`dpframe.release_info` lists each statistic's release under ``parts``.
+            A mean, variance or deviation is NaN where its own noisy count is too small,
+            as pandas gives NaN for an empty group; a median never is (see
+            :meth:`quantile`): read it beside the group's ``"count"``.
 
         Raises
         ------
@@ -994,30 +1002,57 @@ class DPSeriesGroupBy:
         share = None if gaussian is not None else _validation.epsilon(epsilon) / count
         part_cost = None if gaussian is None else _plans.Gaussian(gaussian.rho / count, None)
         for name in names:
-            scope = accessor._scope(name, [self._column], groups, where, generator)
-            if part_cost is not None:
-                sums = None if checked is None else SumGrid.for_bounds(*checked)
-                if name in ("size", "sum"):
-                    _plans.gaussian_release(scope, part_cost, contribution, grid=sums)
-                elif checked is not None:
-                    moment = (part_cost, contribution)
-                    _plans.moment_release(scope, _MOMENTS[name], Fraction(0), checked, 1, moment)
-                continue
-            per_row = contribution.noise_epsilon(share or Fraction(0))
-            if name in ("count", "size"):
-                _plans.count_release(scope, per_row)
-            elif checked is None:  # pragma: no cover - _aggregations asks for bounds
-                raise InvalidParameterError("internal error: agg without bounds")
-            elif name == "sum":
-                _plans.check_sum_epsilon(per_row)
-                _plans.sum_release(scope, per_row, SumGrid.for_bounds(*checked))
-            elif name == "median":
-                _plans.quantile_release(scope, per_row, 0.5, checked, grid)
-            else:
-                _plans.moment_release(scope, _MOMENTS[name], per_row, checked, 1)
+            try:
+                self._plan_part(
+                    name, groups, where, generator, contribution, checked, grid, share, part_cost
+                )
+            except DPFrameError as refused:
+                if count == 1:
+                    raise
+                what = "rho" if part_cost is not None else "epsilon"
+                raise type(refused)(
+                    f"agg splits {what} evenly between its {count} statistics; for "
+                    f"{name!r}: {refused}"
+                ) from None
         if part_cost is not None:
             return _AggPlan(count, part_cost.rho, gaussian=True)
         return _AggPlan(count, share or Fraction(0), gaussian=False)
+
+    def _plan_part(
+        self,
+        name: str,
+        groups: Sequence[Group],
+        where: Where,
+        generator: np.random.Generator | None,
+        contribution: _plans.Contribution,
+        checked: tuple[float, float] | None,
+        grid: NDArray[np.float64] | None,
+        share: Fraction | None,
+        part_cost: _plans.Gaussian | None,
+    ) -> None:
+        """Plan one statistic of ``agg`` at its share (a refused one raises)."""
+        accessor = self._accessor
+        scope = accessor._scope(name, [self._column], groups, where, generator)
+        if part_cost is not None:
+            sums = None if checked is None else SumGrid.for_bounds(*checked)
+            if name in ("size", "sum"):
+                _plans.gaussian_release(scope, part_cost, contribution, grid=sums)
+            elif checked is not None:
+                moment = (part_cost, contribution)
+                _plans.moment_release(scope, _MOMENTS[name], Fraction(0), checked, 1, moment)
+            return
+        per_row = contribution.noise_epsilon(share or Fraction(0))
+        if name in ("count", "size"):
+            _plans.count_release(scope, per_row)
+        elif checked is None:  # pragma: no cover - _aggregations asks for bounds
+            raise InvalidParameterError("internal error: agg without bounds")
+        elif name == "sum":
+            _plans.check_sum_epsilon(per_row)
+            _plans.sum_release(scope, per_row, SumGrid.for_bounds(*checked))
+        elif name == "median":
+            _plans.quantile_release(scope, per_row, 0.5, checked, grid)
+        else:
+            _plans.moment_release(scope, _MOMENTS[name], per_row, checked, 1)
 
 
 @dataclass(frozen=True)
@@ -1091,7 +1126,7 @@ def _aggregations(functions: object, bounds: object) -> list[str]:
             f"agg takes a non-empty list of statistic names, e.g. ['count', 'mean'], got "
             f"{functions!r}."
         )
-    unknown = [f for f in functions if f not in _AGGREGATIONS]
+    unknown = [f for f in functions if not isinstance(f, str) or f not in _AGGREGATIONS]
     if unknown:
         raise InvalidParameterError(
             f"agg cannot release {unknown!r}; it knows {sorted(_AGGREGATIONS)!r} (min and max "

@@ -118,7 +118,8 @@ class Contribution:
         return release.replace(
             epsilon=release.epsilon * cells,
             delta=release.delta * cells,
-            sensitivity=float(self.bounds.max_rows),
+            # as for a count table: one unit moves max_groups cells by max_rows rows each
+            sensitivity=float(self.bounds.max_rows * cells),
             privacy_unit=tuple(str(name) for name in self.unit),
             max_rows=self.bounds.max_rows,
             max_groups=cells,
@@ -927,6 +928,8 @@ def decision_release(scope: Scope, cell: DecisionParameters, asked: DecisionPara
         details=(
             ("min_count", asked.min_count),
             ("decided_at", cell.min_count),
+            ("cell_epsilon", float(cell.epsilon)),
+            ("cell_delta", float(cell.delta)),
             ("p", float(cell.p)),
         ),
     )

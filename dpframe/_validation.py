@@ -1080,15 +1080,20 @@ def _example_row(frame: pd.DataFrame, names: set[str]) -> pd.DataFrame:
     return example
 
 
-def numeric_dtype(dtype: Any, name: Hashable) -> None:
-    """Refuse a column dtype that is not a real number (bools count as 0/1)."""
-    if (
+def is_real_dtype(dtype: Any) -> bool:
+    """Whether a column dtype holds real numbers (bools count as 0/1)."""
+    return not (
         isinstance(dtype, pd.CategoricalDtype)
         or pd.api.types.is_complex_dtype(dtype)
         or not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
-    ):
+    )
+
+
+def numeric_dtype(dtype: Any, name: Hashable) -> None:
+    """Refuse a column dtype that is not a real number (bools count as 0/1)."""
+    if not is_real_dtype(dtype):
         raise InvalidParameterTypeError(
-            f"column {name!r} has dtype {dtype}, not a number; a sum needs numeric values. "
+            f"column {name!r} has dtype {dtype}, not a number; this statistic reads numbers. "
             f"Convert it first, e.g. pd.to_numeric(df[{name!r}], errors='coerce')."
         )
 
