@@ -24,7 +24,7 @@ from dpframe._backends import Group, SumGrid
 from dpframe._budget import exact_text
 from dpframe._composition import RefusedCostError
 from dpframe._moments import Statistic
-from dpframe._release import JSONValue
+from dpframe._release import JSONValue, Release
 from dpframe._typing import (
     Bounds,
     ColumnLabel,
@@ -1001,9 +1001,10 @@ class DPSeriesGroupBy:
         count = len(names)
         share = None if gaussian is not None else _validation.epsilon(epsilon) / count
         part_cost = None if gaussian is None else _plans.Gaussian(gaussian.rho / count, None)
+        parts: list[Release] = []
         for name in names:
             try:
-                self._plan_part(
+                parts += self._plan_part(
                     name, groups, where, generator, contribution, checked, grid, share, part_cost
                 )
             except DPFrameError as refused:
@@ -1015,8 +1016,8 @@ class DPSeriesGroupBy:
                     f"{name!r}: {refused}"
                 ) from None
         if part_cost is not None:
-            return _AggPlan(count, part_cost.rho, gaussian=True)
-        return _AggPlan(count, share or Fraction(0), gaussian=False)
+            return _AggPlan(count, part_cost.rho, gaussian=True, parts=tuple(parts))
+        return _AggPlan(count, share or Fraction(0), gaussian=False, parts=tuple(parts))
 
     def _plan_part(
         self,
@@ -1029,30 +1030,35 @@ class DPSeriesGroupBy:
         grid: NDArray[np.float64] | None,
         share: Fraction | None,
         part_cost: _plans.Gaussian | None,
-    ) -> None:
-        """Plan one statistic of ``agg`` at its share (a refused one raises)."""
+    ) -> tuple[Release, ...]:
+        """Plan one statistic of ``agg`` at its share: the releases it will charge, in
+        order, as charged (a refused one raises)."""
         accessor = self._accessor
         scope = accessor._scope(name, [self._column], groups, where, generator)
         if part_cost is not None:
             sums = None if checked is None else SumGrid.for_bounds(*checked)
             if name in ("size", "sum"):
-                _plans.gaussian_release(scope, part_cost, contribution, grid=sums)
-            elif checked is not None:
-                moment = (part_cost, contribution)
-                _plans.moment_release(scope, _MOMENTS[name], Fraction(0), checked, 1, moment)
-            return
+                return (_plans.gaussian_release(scope, part_cost, contribution, grid=sums)[0],)
+            if checked is None:  # pragma: no cover - _aggregations asks for bounds
+                raise InvalidParameterError("internal error: agg without bounds")
+            moment = (part_cost, contribution)
+            return _plans.moment_release(
+                scope, _MOMENTS[name], Fraction(0), checked, 1, moment
+            ).parts
         per_row = contribution.noise_epsilon(share or Fraction(0))
         if name in ("count", "size"):
-            _plans.count_release(scope, per_row)
+            release = _plans.count_release(scope, per_row)
         elif checked is None:  # pragma: no cover - _aggregations asks for bounds
             raise InvalidParameterError("internal error: agg without bounds")
         elif name == "sum":
             _plans.check_sum_epsilon(per_row)
-            _plans.sum_release(scope, per_row, SumGrid.for_bounds(*checked))
+            release = _plans.sum_release(scope, per_row, SumGrid.for_bounds(*checked))
         elif name == "median":
-            _plans.quantile_release(scope, per_row, 0.5, checked, grid)
+            release = _plans.quantile_release(scope, per_row, 0.5, checked, grid)
         else:
-            _plans.moment_release(scope, _MOMENTS[name], per_row, checked, 1)
+            moment_parts = _plans.moment_release(scope, _MOMENTS[name], per_row, checked, 1).parts
+            return tuple(contribution.charged(part) for part in moment_parts)
+        return (contribution.charged(release),)
 
 
 @dataclass(frozen=True)
@@ -1062,6 +1068,8 @@ class _AggPlan:
     count: int
     share: Fraction
     gaussian: bool
+    #: Every release the statistics will charge, in order, as charged (moments per part).
+    parts: tuple[Release, ...]
 
 
 def _check_agg_cost(accessor: DPAccessor, plan: _AggPlan) -> None:
@@ -1070,8 +1078,10 @@ def _check_agg_cost(accessor: DPAccessor, plan: _AggPlan) -> None:
     The ledger checks each statistic as a release of its own (:meth:`Ledger.transaction`),
     so price exactly that sequence: before the first zCDP release of an (epsilon,
     delta) budget, pure statistics add their epsilon; in a zCDP account (a rho budget,
-    or after the first zCDP release), each costs ``share**2 / 2``; zCDP statistics add
-    their rho in both cases (the first opens the account, which holds the sum).
+    or after the first zCDP release), each pure release costs ``e**2 / 2`` for its own
+    ``e`` (a mean's parts are releases of their own, as its transaction charges them);
+    zCDP statistics add their rho in both cases (the first opens the account, which
+    holds the sum).
     """
     ledger = accessor.ledger
     share = plan.share
@@ -1080,20 +1090,24 @@ def _check_agg_cost(accessor: DPAccessor, plan: _AggPlan) -> None:
         return
     total = share * plan.count
     left = ledger.remaining
+    # On a zCDP account each pure release of epsilon e counts e**2 / 2: a mean's two
+    # parts of share / 2 count 2 (share / 2)**2 / 2, less than its share's share**2 / 2.
+    counted_rho = sum((part.epsilon**2 / 2 for part in plan.parts), Fraction(0))
     try:
         if left.rho is None:  # basic composition (or unlimited): the epsilons add
             ledger.check(total)
-        else:  # a zCDP account: each pure statistic counts as share**2 / 2
-            ledger.check(rho=plan.count * share * share / 2)
+        else:
+            ledger.check(rho=counted_rho)
     except RefusedCostError as error:
         if left.rho is None:
             most = exact_text(left.epsilon if left.epsilon is not None else Fraction(0))
             counted = ""
         else:
-            most = _largest_epsilon_text(plan.count * Fraction(left.rho))
+            # the cost grows as epsilon**2: the largest total is total * sqrt(left / counted)
+            most = _largest_epsilon_text(Fraction(left.rho) * total * total / (2 * counted_rho))
             counted = (
-                f" (on a zCDP account each statistic's epsilon={exact_text(share)} counts as "
-                f"epsilon**2/2, {exact_text(plan.count * share * share / 2)} in all)"
+                f" (on a zCDP account each pure release of epsilon e counts as e**2/2, "
+                f"{exact_text(counted_rho)} in all)"
             )
         raise BudgetExceededError(
             f"agg releases {plan.count} statistics at epsilon={exact_text(share)} each "
@@ -1106,8 +1120,8 @@ def _check_agg_cost(accessor: DPAccessor, plan: _AggPlan) -> None:
 def _largest_epsilon_text(rho: Fraction) -> str:
     """``sqrt(2 * rho)`` rounded down to 6 significant digits, as text.
 
-    With ``rho = k * left``: the largest total epsilon of ``k`` equal pure statistics,
-    whose zCDP cost ``k * (epsilon / k)**2 / 2 = epsilon**2 / (2 k)`` fits ``left``.
+    With ``rho = left / c``: the largest total epsilon of pure releases whose zCDP cost
+    ``c * epsilon**2`` (each a fixed fraction of the total) fits ``left``.
     """
     value = rho
     if value <= 0:

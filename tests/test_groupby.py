@@ -92,13 +92,12 @@ def test_agg_of_a_non_numeric_column_is_refused_before_its_size() -> None:
 def test_agg_on_a_zcdp_budget_is_checked_part_by_part(word_counter: WordCounter) -> None:
     frame = cps(rho=0.2)
     grouped = frame.dp.groupby("gender")["wage"]
-    # mean(0.4) checks 0.4**2/2 = 0.08 and median(0.4) 0.08: 0.16 <= 0.2, where the whole
-    # 0.8 as one pure release would check 0.32.
+    # mean(0.4) is two parts of 0.2, 2 * 0.2**2/2 = 0.04, and median(0.4) 0.08: 0.12 <= 0.2,
+    # where the whole 0.8 as one pure release would check 0.32.
     table = grouped.agg(["mean", "median"], epsilon=0.8, bounds=(0, 50))
     assert list(table.columns) == ["mean", "median"]
     spent = frame.dp.ledger.spent.rho
-    assert spent is not None
-    assert spent <= Fraction(16, 100)
+    assert spent == Fraction(12, 100)
     left = Fraction(2, 10) - spent
     words = word_counter.words
     with pytest.raises(BudgetExceededError, match="Nothing was charged") as refused:
@@ -106,8 +105,23 @@ def test_agg_on_a_zcdp_budget_is_checked_part_by_part(word_counter: WordCounter)
     assert frame.dp.ledger.spent.rho == spent
     assert word_counter.words == words
     suggested = float(re.findall(r"epsilon <= ([0-9.]+) for the whole agg", str(refused.value))[0])
-    assert suggested == pytest.approx(math.sqrt(2 * 2 * float(left)), rel=1e-5)
+    # at a total e the parts count 2 (e/4)**2/2 + (e/2)**2/2 = 3 e**2 / 16
+    assert suggested == pytest.approx(math.sqrt(16 * float(left) / 3), rel=1e-5)
     grouped.agg(["mean", "median"], epsilon=suggested, bounds=(0, 50))  # the fix fits
+
+
+def test_agg_on_a_zcdp_budget_fits_what_its_statistics_charge() -> None:
+    # A mean is charged as its two parts (2 (0.05)**2/2) and a sum at 0.1**2/2: 0.0075 in
+    # all, as the same statistics in two calls. agg used to price the mean at 0.1**2/2 and
+    # refused (0.01 > 0.008).
+    frame = cps(rho=0.008)
+    frame.dp.groupby("gender")["wage"].agg(["mean", "sum"], epsilon=0.2, bounds=(0, 50))
+    assert frame.dp.ledger.spent.rho == Fraction(75, 10000)
+    # Validity twin: two single-part statistics of 0.1 each count 0.01: refused.
+    frame = cps(rho=0.008)
+    with pytest.raises(BudgetExceededError, match="Nothing was charged"):
+        frame.dp.groupby("gender")["wage"].agg(["size", "sum"], epsilon=0.2, bounds=(0, 50))
+    assert frame.dp.ledger.spent.rho == 0
 
 
 def test_agg_on_a_pure_budget_suggests_what_remains() -> None:
