@@ -44,6 +44,7 @@ __all__ = [
     "check_sum_epsilon",
     "contribution",
     "count_release",
+    "covers_like",
     "decision_release",
     "gaussian_cost",
     "gaussian_release",
@@ -118,6 +119,7 @@ class Contribution:
         return release.replace(
             epsilon=release.epsilon * cells,
             delta=release.delta * cells,
+            error_bound_covers=_of_kept_rows(release.error_bound_covers),
             # as for a count table: one unit moves max_groups cells by max_rows rows each
             sensitivity=float(self.bounds.max_rows * cells),
             privacy_unit=tuple(str(name) for name in self.unit),
@@ -138,6 +140,7 @@ class Contribution:
             privacy_unit=tuple(str(name) for name in self.unit),
             max_rows=self.bounds.max_rows,
             max_groups=self.bounds.max_groups,
+            error_bound_covers=_of_kept_rows(release.error_bound_covers),
         )
 
     def charged(self, release: Release) -> Release:
@@ -151,7 +154,22 @@ class Contribution:
             privacy_unit=tuple(str(name) for name in self.unit),
             max_rows=self.bounds.max_rows,
             max_groups=self.bounds.max_groups,
+            error_bound_covers=_of_kept_rows(release.error_bound_covers),
         )
+
+
+def covers_like(release: Release, covers: str) -> str:
+    """``covers`` for a bar derived from ``release``'s, with its unit's note if it has one."""
+    return covers if release.privacy_unit is None else _of_kept_rows(covers)
+
+
+def _of_kept_rows(covers: str) -> str:
+    """What an error bar covers on a unit-protected frame: the rows bounding kept."""
+    return (
+        f"{covers}; of the rows kept by contribution bounding: the rows of a unit beyond "
+        f"max_rows in a group, or beyond max_groups groups, were dropped and are not "
+        f"included (nor is the bias that dropping them causes)"
+    )
 
 
 def contribution(
@@ -924,7 +942,10 @@ def decision_release(scope: Scope, cell: DecisionParameters, asked: DecisionPara
         noise_scale=None,
         private=scope.private,
         alpha=None,
-        error_bound_covers=NOISE_ONLY,
+        error_bound_covers=(
+            "no error bar: each decision is one exact Bernoulli trial, whose probability "
+            "dpframe.mechanisms.decision_probability gives"
+        ),
         details=(
             ("min_count", asked.min_count),
             ("decided_at", cell.min_count),

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from dpframe._backends import Group
 from dpframe._backends.kernels import nullable_dtype
 from dpframe._moments import moment_estimate
-from dpframe._plans import ALPHA, DescribeSplit, MomentRelease, TableBars, TablePlan
+from dpframe._plans import ALPHA, DescribeSplit, MomentRelease, TableBars, TablePlan, covers_like
 from dpframe._release import JSONValue, Release, call_metadata
 from dpframe._results import DPFloat, frame, real, series
 from dpframe._validation import CrosstabOptions
@@ -267,7 +267,7 @@ def crosstab_result(
         }
         release = plan.release.replace(
             noise_error_bound=None,
-            error_bound_covers=_SHARES_COVER,
+            error_bound_covers=covers_like(plan.release, _SHARES_COVER),
             details=(*plan.release.details, ("noise_interval", interval)),
         )
     if options.rownames is not None:
@@ -356,7 +356,9 @@ def value_counts_result(
         interval: dict[str, JSONValue] = {"low": low.tolist(), "high": high.tolist()}
         details = (*details, ("noise_interval", interval))
         release = release.replace(
-            noise_error_bound=None, error_bound_covers=_SHARES_COVER, details=details
+            noise_error_bound=None,
+            error_bound_covers=covers_like(release, _SHARES_COVER),
+            details=details,
         )
     release = release.replace(method="value_counts", post_processing=tuple(post))
     name = "proportion" if normalize else "count"
@@ -437,10 +439,11 @@ def describe_result(
         sensitivity=None,
         noise_scale=None,
         private=all(p.private for p in parts),
-        error_bound_covers=(
+        error_bound_covers=covers_like(
+            first,
             "noise only: noise_interval for mean and std (95% each), rank_error_bound (in "
             "ranks) and value_resolution for the percentiles, per column; clamping bias is "
-            "not included"
+            "not included",
         ),
         details=(
             ("split", shown),

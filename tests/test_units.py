@@ -515,6 +515,32 @@ def test_the_panel_crosstab_is_charged_per_person(panel: pd.DataFrame) -> None:
     assert panel.dp.ledger.to_dict()["history"][-1]["max_groups"] == 8  # type: ignore[index]
 
 
+def test_error_bars_say_they_cover_the_kept_rows_only(panel: pd.DataFrame) -> None:
+    kept = "of the rows kept by contribution bounding"
+    releases = [
+        panel.dp.count(epsilon=0.5, max_rows=2),
+        panel.dp.crosstab("year", "union", epsilon=0.5, max_rows=1, max_groups=8, normalize=True),
+        panel.dp.mean("wage", epsilon=0.5, bounds=(0, 4), max_rows=8),
+        panel[["wage", "nr"]].dp.describe(epsilon=0.5, bounds={"wage": (0, 4)}, max_rows=8),
+    ]
+    for release in releases:
+        assert kept in str(dpframe.release_info(release)["error_bound_covers"])
+    # Validity twin: without a privacy unit no row is dropped, and the bar says nothing of it.
+    plain = pd.DataFrame({"wage": np.arange(545.0)})
+    plain.dp.set_budget(epsilon=1.0)
+    assert kept not in str(dpframe.release_info(plain.dp.count(epsilon=0.5))["error_bound_covers"])
+
+
+def test_a_grouped_decision_records_the_unit_and_each_cells_parameters(panel: pd.DataFrame) -> None:
+    decided = panel.dp.threshold_decision(
+        min_count=530, epsilon=1.0, by="year", max_rows=2, max_groups=8
+    )
+    info = dpframe.release_info(decided)
+    # as a count table: one person moves 8 cells by 2 rows each; each cell decides at 1/8
+    assert (info["epsilon"], info["sensitivity"]) == (1.0, 16.0)
+    assert (info["cell_epsilon"], info["decided_at"]) == (0.125, 265)
+
+
 @pytest.mark.parametrize(
     "release",
     [
