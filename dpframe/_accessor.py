@@ -113,7 +113,7 @@ def _sum_result(
     """A released sum: a float, or a Series over the groups' (chosen) keys."""
     if not groups:
         return _results.real(float(noisy[0]), info)
-    return _results.series(noisy, _tables.labels(groups)[chosen], column, info)
+    return _results.series(noisy, _tables.released_labels(groups, chosen), column, info)
 
 
 def _noisy_units(
@@ -624,6 +624,8 @@ class DPAccessor:
                 f"{name!r} has declared keys: release them all (drop private_keys and "
                 f"delta), since a declared key reveals nothing."
             )
+        (dtype,) = self._backend.check_columns([name], "by").values()
+        _validation.selectable_keys(dtype, name)
         return [self._backend.observed_group(name, "by")]
 
     def _selection_plan(
@@ -854,7 +856,7 @@ class DPAccessor:
         info = call_metadata(spending.parts, release)
         if not groups:
             return _results.integer(int(noisy[0]), info)
-        return _results.series(noisy, _tables.labels(groups)[chosen], "count", info)
+        return _results.series(noisy, _tables.released_labels(groups, chosen), "count", info)
 
     # ------------------------------------------------------------ sum
 

@@ -82,6 +82,28 @@ def labels(groups: Sequence[Group]) -> pd.Index:
     return product
 
 
+def released_labels(groups: Sequence[Group], chosen: slice | NDArray[np.bool_]) -> pd.Index:
+    """The labels of the released cells: every cell, or the keys selection chose.
+
+    Selected keys are labelled from themselves alone, in the type of the column's values
+    (a categorical's categories): the categories, or a dtype inferred from every key
+    found, would show keys that were not selected.
+    """
+    if isinstance(chosen, slice):
+        return labels(groups)[chosen]
+    (group,) = groups
+    dtype = group.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        dtype = dtype.categories.dtype
+    keys = list(group.domain[chosen])
+    if pd.api.types.is_object_dtype(dtype):  # strings only (selectable_object_keys)
+        return pd.Index([str(key) for key in keys], dtype=object, name=group.name)
+    if pd.api.types.is_float_dtype(dtype):
+        keys = [key + 0.0 for key in keys]  # -0.0 and 0.0 are one key: one spelling
+    released: pd.Index = pd.Index(pd.array(keys, dtype=dtype), name=group.name)
+    return released
+
+
 def _long_labels(
     groups: Sequence[Group], *, repeat: int = 1, tile: int = 1
 ) -> list[pd.Series[Any]]:

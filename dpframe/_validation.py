@@ -1098,6 +1098,46 @@ def numeric_dtype(dtype: Any, name: Hashable) -> None:
         )
 
 
+def selectable_keys(dtype: Any, name: Hashable) -> None:
+    """Refuse, for private key selection, a key column whose labels could tell the data.
+
+    Released labels are built from the selected keys alone. Interval keys are usually
+    cut from the values themselves (``pd.cut(x, bins=4)`` reads the minimum and
+    maximum); a categorical of Python objects that are not all strings mixes types, and
+    which of the equal keys 1, 1.0 and True labels a cell would depend on the rows (an
+    object column is checked as its keys are read: :func:`selectable_object_keys`).
+    """
+    values = dtype.categories.dtype if isinstance(dtype, pd.CategoricalDtype) else dtype
+    if isinstance(values, pd.IntervalDtype):
+        raise DomainError(
+            f"private_keys=True cannot select intervals ({name!r} holds {dtype}): interval "
+            f"keys are usually cut from the values (pd.cut(x, bins=4) reads their minimum "
+            f"and maximum), and their labels would tell them. Declare the bins instead, "
+            f"and release every one: domains={{{name!r}: pd.IntervalIndex.from_breaks([...])}}, "
+            f"without private_keys."
+        )
+    if isinstance(dtype, pd.CategoricalDtype):
+        selectable_object_keys(dtype.categories, dtype.categories.dtype, name)
+
+
+def selectable_object_keys(keys: pd.Index, dtype: Any, name: Hashable) -> None:
+    """Refuse object keys that are not all strings (private key selection).
+
+    Equal keys of different types (1, 1.0, True, np.int64(1)) are one key, labelled by
+    whichever the rows hold first, and mixed types change how keys sort: the labels of
+    selected keys would tell other rows. Read from the data for an object column: the
+    refusal tells that some row holds a value that is not a string (see the README's
+    threat model).
+    """
+    if pd.api.types.is_object_dtype(dtype) and not all(isinstance(k, str) for k in keys):
+        raise DomainError(
+            f"private_keys=True selects keys of one type: {name!r} ({dtype}) holds Python "
+            f"objects that are not all strings, and which of equal keys (1, 1.0, True) "
+            f"labels a cell would depend on other rows. Convert the column first, e.g. "
+            f"df[{name!r}].astype(str), or .astype('Int64') for integers."
+        )
+
+
 def numeric_values(series: pd.Series[Any], name: Hashable) -> NDArray[np.float64]:
     """A numeric column as float64, missing values (NaN, NA, None) as NaN."""
     numeric_dtype(series.dtype, name)

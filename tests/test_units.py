@@ -24,7 +24,7 @@ from dpframe import _plans, mechanisms
 from dpframe._backends import Group, backend_for, bounding
 from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.pandas_backend import PandasRows
-from dpframe.errors import DPFrameError, InvalidParameterError, PrivacyUnitError
+from dpframe.errors import DomainError, DPFrameError, InvalidParameterError, PrivacyUnitError
 from tests._stats import FALSE_ALARM, audit, two_sided_geometric_pmf
 
 COPIES = 50_000  # independent copies of a small data set in one frame: one sample each
@@ -350,6 +350,70 @@ def test_private_keys_on_a_frame_without_keys_releases_nothing_and_charges(backe
         assert len(nobody.dp.sum("age", bounds=(0, 100), **options)) <= 2
     assert len(data[data["age"] > 200].dp.count(**options)) == 0
     assert data.dp.ledger.spent.epsilon == 5
+
+
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_selected_labels_show_no_unselected_key(backend: str) -> None:
+    """One person alone in 'space' (never selected at this delta): the released labels,
+    their type and dtype are the same with and without him. A categorical's index listed
+    every category, 'space' included, and became a CategoricalIndex only when the keys
+    found matched the categories."""
+    big = ["mining"] * 300 + ["trade"] * 300
+
+    def released(keys: list[str], categories: list[str] | None) -> pd.Index:
+        column: Any = pd.Categorical(keys, categories=categories)
+        frame = pd.DataFrame({"unit": np.arange(len(keys)), "industry": column})
+        data: Any = frame
+        if backend == "dask":
+            dd = pytest.importorskip("dask.dataframe")
+            data = dd.from_pandas(frame, npartitions=2)
+        data.dp.set_budget(epsilon=math.inf, delta=0.5, privacy_unit="unit")
+        counts = data.dp.count(
+            epsilon=10.0, by="industry", private_keys=True, delta=1e-12, max_rows=1,
+            max_groups=1,
+        )  # fmt: skip
+        assert list(counts.index) == ["mining", "trade"]
+        return counts.index
+
+    for categories in (None, ["mining", "space", "trade"]):
+        without, with_him = released(big, categories), released([*big, "space"], categories)
+        for index in (without, with_him):
+            assert not isinstance(index, pd.CategoricalIndex)
+            assert "space" not in repr(index)
+        assert without.dtype == with_him.dtype
+
+
+def test_selected_labels_keep_their_dtype_when_no_key_is_found() -> None:
+    # An empty selection was labelled object whatever the column, a non-empty one in the
+    # column's dtype: the dtype told whether anyone held a key.
+    frame = pd.DataFrame({"age": np.arange(3000), "code": np.arange(3000) % 3})
+    frame.dp.set_budget(epsilon=10.0, delta=1e-3)
+    options = {"by": "code", "private_keys": True, "delta": 1e-6, "epsilon": 2.0}
+    nobody = frame[frame["age"] > 5000].dp.count(**options)
+    everybody = frame.dp.count(**options)  # 1000 rows a key: selected but with p ~ 1e-400
+    assert len(nobody) == 0
+    assert len(everybody) == 3
+    assert nobody.index.dtype == everybody.index.dtype == np.int64
+
+
+def test_private_keys_refuse_mixed_objects_and_intervals_before_any_charge() -> None:
+    codes = pd.Series([2] * 400 + [10] * 400 + ["x"], dtype=object)
+    mixed = pd.DataFrame({"code": codes, "age": pd.Series(np.arange(801) % 90)})
+    mixed["band"] = pd.cut(mixed["age"], bins=4)
+    mixed.dp.set_budget(epsilon=10.0, delta=1e-3)
+    for by in ("code", "band"):
+        with pytest.raises(DomainError):
+            mixed.dp.count(epsilon=1.0, by=by, private_keys=True, delta=1e-6)
+    lists = pd.DataFrame({"code": pd.Series([["x"]] + ["a"] * 800, dtype=object)})
+    lists.dp.set_budget(epsilon=10.0, delta=1e-3)
+    with pytest.raises(DomainError, match="hashable"):
+        lists.dp.count(epsilon=1.0, by="code", private_keys=True, delta=1e-6)
+    assert mixed.dp.ledger.spent.epsilon == lists.dp.ledger.spent.epsilon == 0
+    # Validity twin: an object column of strings selects, labelled as strings.
+    strings = pd.DataFrame({"code": pd.Series(["2"] * 400 + ["10"] * 400, dtype=object)})
+    strings.dp.set_budget(epsilon=10.0, delta=1e-3)
+    counts = strings.dp.count(epsilon=5.0, by="code", private_keys=True, delta=1e-6)
+    assert list(counts.index) == ["10", "2"]
 
 
 def test_key_selection_is_zero_at_zero_and_below_delta_at_one() -> None:

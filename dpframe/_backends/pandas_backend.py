@@ -22,6 +22,7 @@ from dpframe._ledger import Ledger
 from dpframe._random import bit_source
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import (
+    DomainError,
     DPFrameError,
     InvalidParameterError,
     LedgerConflictError,
@@ -146,6 +147,7 @@ def observed_domain(keys: pd.Index, dtype: Any, name: ColumnLabel) -> pd.Index:
     at all is not refused (a refusal would tell that the column is empty): selection then
     releases no key, and is charged like any other.
     """
+    _validation.selectable_object_keys(keys, dtype, name)
     if len(keys) == 0:
         return pd.Index([], dtype=object)
     try:
@@ -200,7 +202,15 @@ class PandasBackend:
 
     def observed_group(self, name: ColumnLabel, param: str) -> Group:
         column = _validation.column(self._frame, name, param)
-        keys = pd.Index(pd.unique(column.dropna().to_numpy(dtype=object)), dtype=object)
+        try:
+            found = pd.unique(column.dropna().to_numpy(dtype=object))
+        except TypeError as unhashable:
+            raise DomainError(
+                f"the values of {name!r} ({column.dtype}) cannot be grouped: keys must be "
+                f"hashable scalars of one type (not lists or dicts). Convert the column "
+                f"first, e.g. df[{name!r}].astype(str)."
+            ) from unhashable
+        keys = pd.Index(found, dtype=object)
         return Group(name, observed_domain(keys, column.dtype, name), column.dtype)
 
     def column_label(self, key: object, param: str) -> ColumnLabel:
