@@ -17,9 +17,10 @@ Every method reads top to bottom, in the same five steps:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 import numpy as np
 import pandas as pd
@@ -60,6 +61,7 @@ from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
+    NoiseOverflowError,
     PrivacyUnitError,
 )
 
@@ -67,6 +69,51 @@ if TYPE_CHECKING:
     import dask.dataframe as dd
 
 __all__ = ["DPAccessor", "dp"]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_PER_ROW = "Epsilon figures above are per row"
+
+
+def _in_call_terms(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Say how an epsilon quoted by a refusal relates to the one the caller passed.
+
+    The engines refuse the epsilon at which noise is drawn for one row: the call's,
+    halved for private key selection and divided by ``max_rows * max_groups`` on a
+    unit-protected frame. Without this, ``epsilon=2000`` was refused as "epsilon=250".
+    """
+
+    def in_call_terms(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except (InvalidParameterError, NoiseOverflowError) as refused:
+            text = str(refused)
+            steps = []
+            selecting = kwargs.get("private_keys") is True
+            if selecting:
+                steps.append("halved for private key selection")
+            rows, groups = kwargs.get("max_rows"), kwargs.get("max_groups")
+            if isinstance(rows, int) and isinstance(groups, int | None):
+                factor = rows * (groups or 1)
+                if factor > 1 or (selecting and (groups or 1) > 1):
+                    steps.append(
+                        f"divided by max_rows * max_groups = {factor} for noise (the most "
+                        f"rows one unit moves)"
+                        + (
+                            f", by max_groups = {groups or 1} for the selection"
+                            if selecting
+                            else ""
+                        )
+                    )
+            if not steps or "epsilon" not in text or _PER_ROW in text:
+                raise
+            raise type(refused)(
+                f"{text} {_PER_ROW}: the call's epsilon, {', then '.join(steps)}."
+            ) from None
+
+    _validation.WRAPPER_CODE.add(in_call_terms.__code__)
+    return functools.wraps(method)(in_call_terms)
 
 
 def _noisy_parts(
@@ -717,6 +764,7 @@ class DPAccessor:
         max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[int]: ...
+    @_in_call_terms
     def count(
         self,
         *,
@@ -898,6 +946,7 @@ class DPAccessor:
         max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]: ...
+    @_in_call_terms
     def sum(
         self,
         column: ColumnLabel,
@@ -1065,6 +1114,7 @@ class DPAccessor:
 
     # ------------------------------------------------------------ means, variances, quantiles
 
+    @_in_call_terms
     def mean(
         self,
         column: ColumnLabel,
@@ -1160,6 +1210,7 @@ class DPAccessor:
             noise=noise, rho=rho, delta=delta,
         )  # fmt: skip
 
+    @_in_call_terms
     def var(
         self,
         column: ColumnLabel,
@@ -1251,6 +1302,7 @@ class DPAccessor:
             noise=noise, rho=rho, delta=delta,
         )  # fmt: skip
 
+    @_in_call_terms
     def std(
         self,
         column: ColumnLabel,
@@ -1388,6 +1440,7 @@ class DPAccessor:
             return _results.real(float(estimate.estimate[0]), info)
         return _results.series(estimate.estimate, _tables.labels(groups), column, info)
 
+    @_in_call_terms
     def quantile(
         self,
         column: ColumnLabel,
@@ -1499,6 +1552,7 @@ class DPAccessor:
 
         return _tables.quantile_result(released, q, groups, column, call_metadata([release]))
 
+    @_in_call_terms
     def median(
         self,
         column: ColumnLabel,
@@ -1589,6 +1643,7 @@ class DPAccessor:
 
     # ------------------------------------------------------------ value counts and describe
 
+    @_in_call_terms
     def value_counts(
         self,
         column: ColumnLabel,
@@ -1727,6 +1782,7 @@ class DPAccessor:
             keep_nonnegative, multi_index=several,
         )  # fmt: skip
 
+    @_in_call_terms
     def describe(
         self,
         *,
@@ -1901,6 +1957,7 @@ class DPAccessor:
         _validation.column_names(by, "by", self._frame.columns)
         return DPGroupBy(self, by, domain)
 
+    @_in_call_terms
     def _count_present(
         self,
         column: ColumnLabel,
@@ -1945,6 +2002,7 @@ class DPAccessor:
 
     # ------------------------------------------------------------ crosstab
 
+    @_in_call_terms
     def crosstab(
         self,
         index: Columns,
@@ -2176,6 +2234,7 @@ class DPAccessor:
         max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[bool]: ...
+    @_in_call_terms
     def threshold_decision(
         self,
         *,

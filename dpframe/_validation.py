@@ -15,6 +15,7 @@ import math
 import numbers
 import re
 import sys
+import types
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -900,6 +901,10 @@ def _check_row_wise(text: str) -> None:
             )
 
 
+#: Code of dpframe's decorators around public methods, skipped when reading @names.
+WRAPPER_CODE: set[types.CodeType] = set()
+
+
 def where_in_caller(where: _Where) -> _Where:
     """``where=`` checked row-wise, its ``@names`` read where the public method was called.
 
@@ -909,6 +914,8 @@ def where_in_caller(where: _Where) -> _Where:
     """
     if isinstance(where, str) and "@" in where:
         caller = sys._getframe(2)
+        while caller.f_code in WRAPPER_CODE and caller.f_back is not None:
+            caller = caller.f_back  # a decorator of the public method: not the user's code
         scope = collections.ChainMap(caller.f_locals, caller.f_globals)
         return cast(_Where, where_condition(where, scope))
     return cast(_Where, where_condition(where, {}))

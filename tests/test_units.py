@@ -595,6 +595,18 @@ def test_error_bars_say_they_cover_the_kept_rows_only(panel: pd.DataFrame) -> No
     assert kept not in str(dpframe.release_info(plain.dp.count(epsilon=0.5))["error_bound_covers"])
 
 
+def test_a_refused_epsilon_is_explained_in_the_calls_terms(panel: pd.DataFrame) -> None:
+    # epsilon=2000 was refused as "epsilon=250", the share each row's noise is drawn at.
+    with pytest.raises(InvalidParameterError, match=r"epsilon=250 .* max_groups = 8 for noise"):
+        panel.dp.count(by="year", epsilon=2000.0, max_rows=1, max_groups=8)
+    # Validity twin: without contribution bounds the epsilon quoted is the caller's.
+    plain = pd.DataFrame({"year": np.arange(100) % 8})
+    plain.dp.set_budget(epsilon=math.inf)
+    with pytest.raises(InvalidParameterError, match="epsilon=2000") as refused:
+        plain.dp.count(epsilon=2000.0)
+    assert "per row" not in str(refused.value)
+
+
 def test_a_grouped_decision_records_the_unit_and_each_cells_parameters(panel: pd.DataFrame) -> None:
     decided = panel.dp.threshold_decision(
         min_count=530, epsilon=1.0, by="year", max_rows=2, max_groups=8
