@@ -39,8 +39,10 @@ class DPInt(int):
     ----------
     value : int
         The released integer.
-    metadata : dict
-        The release's metadata (what :func:`release_info` returns).
+    metadata : dict, optional
+        The release's metadata (what :func:`release_info` returns). Without it (as
+        ``statistics.mean`` or ``from_bytes`` build a derived value), the result is a
+        plain number: a value computed from releases is not a release.
 
     Examples
     --------
@@ -52,7 +54,11 @@ class DPInt(int):
 
     dp: dict[str, JSONValue]
 
-    def __new__(cls, value: int, metadata: dict[str, JSONValue]) -> DPInt:
+    def __new__(cls, value: int, metadata: dict[str, JSONValue] | None = None) -> DPInt:
+        if metadata is None:
+            # Called with a value alone (statistics.mean, DPInt.from_bytes... build their
+            # result as type(x)(value)): a value computed from releases is not a release.
+            return int(value)  # type: ignore[return-value]
         self = super().__new__(cls, value)
         self.dp = metadata
         return self
@@ -68,8 +74,10 @@ class DPFloat(float):
     ----------
     value : float
         The released number.
-    metadata : dict
-        The release's metadata (what :func:`release_info` returns).
+    metadata : dict, optional
+        The release's metadata (what :func:`release_info` returns). Without it (as
+        ``statistics.mean`` or ``from_bytes`` build a derived value), the result is a
+        plain number: a value computed from releases is not a release.
 
     Examples
     --------
@@ -81,7 +89,11 @@ class DPFloat(float):
 
     dp: dict[str, JSONValue]
 
-    def __new__(cls, value: float, metadata: dict[str, JSONValue]) -> DPFloat:
+    def __new__(cls, value: float, metadata: dict[str, JSONValue] | None = None) -> DPFloat:
+        if metadata is None:
+            # Called with a value alone (statistics.mean, DPFloat.from_bytes... build their
+            # result as type(x)(value)): a value computed from releases is not a release.
+            return float(value)  # type: ignore[return-value]
         self = super().__new__(cls, value)
         self.dp = metadata
         return self

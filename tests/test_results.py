@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,25 @@ def test_scalars_behave_as_numbers_and_carry_metadata(df: pd.DataFrame) -> None:
     assert type(n + 1) is int
     assert type(total * 2) is float
     assert pickle.loads(pickle.dumps(n)).dp == n.dp
+
+
+def test_statistics_of_released_scalars_are_plain_numbers(df: pd.DataFrame) -> None:
+    # statistics.mean builds its result as type(x)(value): DPInt(value) raised TypeError
+    # (metadata missing); an average of releases is no release, so it is a plain number.
+    counts = [df.dp.count(epsilon=0.1) for _ in range(3)]
+    sums = [df.dp.sum("Age", epsilon=0.1, bounds=(0, 100)) for _ in range(2)]
+    for derived in (
+        statistics.mean(counts),
+        statistics.variance(counts),
+        statistics.mean(sums),
+        DPInt.from_bytes(b"\x01", "big"),
+        DPFloat.fromhex("0x1p0"),
+    ):
+        assert type(derived) in (int, float)
+        with pytest.raises(NotAReleaseError):
+            dpframe.release_info(derived)
+    # Validity twin: with its metadata, the release is still one.
+    assert dpframe.release_info(DPInt(int(counts[0]), counts[0].dp))["method"] == "count"
 
 
 def test_decisions_behave_as_bools(df: pd.DataFrame) -> None:
