@@ -632,7 +632,8 @@ class DPAccessor:
             raise InvalidParameterError(
                 f"df.dp.{method} chooses quantiles by report-noisy-max, a pure epsilon-DP "
                 f"mechanism with geometric noise: pass epsilon= without noise='gaussian'. On a "
-                f"zCDP budget (set_budget(rho=...)) it is charged rho = epsilon**2 / 2."
+                f"zCDP budget (set_budget(rho=...)) each of k quantiles of epsilon / k is "
+                f"charged rho = (epsilon / k)**2 / 2."
             )
 
     def _key_selection_choice(
@@ -1487,8 +1488,9 @@ class DPAccessor:
             groups (cells) one unit may contribute to.
         noise : {"geometric"}, default "geometric"
             Only the geometric noise of report-noisy-max: a quantile is chosen by a pure
-            epsilon-DP mechanism (``"gaussian"`` is refused; on a zCDP budget the call is
-            charged ``rho = epsilon**2 / 2``).
+            epsilon-DP mechanism (``"gaussian"`` is refused; on a zCDP budget each of the
+            ``k`` quantiles, a release of ``epsilon / k``, is charged
+            ``rho = (epsilon / k)**2 / 2``).
         rng : numpy Generator or seed, optional
             For teaching and tests only; the release is recorded as not private.
 
@@ -1542,15 +1544,22 @@ class DPAccessor:
         scope = self._scope("quantile", [column], groups, where, generator)
         per_row = contribution.noise_epsilon(eps)
         release = contribution.charged(_plans.quantile_release(scope, per_row, q, checked, grid))
+        parts = tuple(
+            map(contribution.charged, _plans.quantile_parts(scope, per_row, q, checked, grid))
+        )
 
-        with self.ledger.transaction(eps) as spending:
+        # Checked and charged per quantile: on a zCDP account k quantiles of epsilon / k
+        # cost k (epsilon / k)**2 / 2.
+        with self.ledger.transaction(eps, planned=parts) as spending:
             counts = rows.cell_table(values, grid, groups).reshape(-1, grid.size)
             released = mechanisms.quantile_of_counts(
                 counts, q, epsilon=per_row, bounds=checked, candidates=grid, rng=generator
             )
-            spending.drawn(release)
+            spending.drawn(*parts)
 
-        return _tables.quantile_result(released, q, groups, column, call_metadata([release]))
+        return _tables.quantile_result(
+            released, q, groups, column, call_metadata(spending.parts, release)
+        )
 
     @_in_call_terms
     def median(

@@ -50,6 +50,7 @@ __all__ = [
     "gaussian_release",
     "gaussian_table_bars",
     "moment_release",
+    "quantile_parts",
     "quantile_release",
     "selection_release",
     "sum_release",
@@ -838,6 +839,26 @@ def _moment_parts(
         parts = tuple(contribution.labelled(part) for part in parts)
         summary = contribution.labelled(summary)
     return MomentRelease(plan, grids, parts, summary)
+
+
+def quantile_parts(
+    scope: Scope,
+    epsilon: Fraction,
+    q: float | Sequence[float],
+    bounds: Bounds,
+    candidates: NDArray[np.float64] | None,
+) -> tuple[Release, ...]:
+    """The quantiles of one call as the releases they are: each at ``epsilon / k``.
+
+    The ``k`` quantiles are independent report-noisy-max draws of ``epsilon / k`` each
+    (:func:`dpframe.mechanisms.quantile_of_counts`): on a zCDP account they cost
+    ``k (epsilon / k)**2 / 2``, not ``epsilon**2 / 2``.
+    """
+    levels = list(q) if isinstance(q, Sequence | np.ndarray) else [q]
+    if len(levels) <= 1:
+        return (quantile_release(scope, epsilon, q, bounds, candidates),)
+    share = epsilon / len(levels)
+    return tuple(quantile_release(scope, share, level, bounds, candidates) for level in levels)
 
 
 def quantile_release(

@@ -215,6 +215,23 @@ def test_quantiles_refuse_gaussian_noise_and_cost_rho_on_a_zcdp_budget(call: Any
     assert frame.dp.ledger.spent.rho == Fraction(1, 8)  # epsilon**2 / 2
 
 
+def test_quantiles_on_a_zcdp_budget_cost_each_its_own_epsilon() -> None:
+    # Three quantiles of one call are three releases of epsilon / 3: 3 (0.1)**2 / 2, as
+    # three calls cost, where the call was charged (0.3)**2 / 2, three times more.
+    frame = pd.DataFrame({"x": np.linspace(0, 1, 200)})
+    frame.dp.set_budget(rho=1.0)
+    quartiles = frame.dp.quantile("x", [0.25, 0.5, 0.75], epsilon=0.3, bounds=(0, 1))
+    assert frame.dp.ledger.spent.rho == 3 * Fraction(1, 10) ** 2 / 2
+    info = dpframe.release_info(quartiles)
+    assert info["epsilon_exact"] == "3/10"
+    assert [part["epsilon_exact"] for part in info["parts"]] == ["1/10"] * 3  # type: ignore[index, union-attr]
+    # Validity twin: on a pure budget the epsilons add, whatever the split.
+    plain = pd.DataFrame({"x": np.linspace(0, 1, 200)})
+    plain.dp.set_budget(epsilon=1.0)
+    plain.dp.quantile("x", [0.25, 0.5, 0.75], epsilon=0.3, bounds=(0, 1))
+    assert plain.dp.ledger.spent.epsilon == Fraction(3, 10)
+
+
 def test_describe_with_gaussian_noise_is_charged_its_rho_exactly() -> None:
     """Moments get rho/(2k) per column (a third per part), percentiles the largest epsilon
     on a 1e-6 grid with epsilon**2/2 <= rho/(2k); the zCDP ledger is charged their sum."""
