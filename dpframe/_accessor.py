@@ -17,10 +17,9 @@ Every method reads top to bottom, in the same five steps:
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -61,7 +60,6 @@ from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
-    NoiseOverflowError,
     PrivacyUnitError,
 )
 
@@ -69,51 +67,6 @@ if TYPE_CHECKING:
     import dask.dataframe as dd
 
 __all__ = ["DPAccessor", "dp"]
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-_PER_ROW = "Epsilon figures above are per row"
-
-
-def _in_call_terms(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Say how an epsilon quoted by a refusal relates to the one the caller passed.
-
-    The engines refuse the epsilon at which noise is drawn for one row: the call's,
-    halved for private key selection and divided by ``max_rows * max_groups`` on a
-    unit-protected frame. Without this, ``epsilon=2000`` was refused as "epsilon=250".
-    """
-
-    def in_call_terms(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(*args, **kwargs)
-        except (InvalidParameterError, NoiseOverflowError) as refused:
-            text = str(refused)
-            steps = []
-            selecting = kwargs.get("private_keys") is True
-            if selecting:
-                steps.append("halved for private key selection")
-            rows, groups = kwargs.get("max_rows"), kwargs.get("max_groups")
-            if isinstance(rows, int) and isinstance(groups, int | None):
-                factor = rows * (groups or 1)
-                if factor > 1 or (selecting and (groups or 1) > 1):
-                    steps.append(
-                        f"divided by max_rows * max_groups = {factor} for noise (the most "
-                        f"rows one unit moves)"
-                        + (
-                            f", by max_groups = {groups or 1} for the selection"
-                            if selecting
-                            else ""
-                        )
-                    )
-            if not steps or "epsilon" not in text or _PER_ROW in text:
-                raise
-            raise type(refused)(
-                f"{text} {_PER_ROW}: the call's epsilon, {', then '.join(steps)}."
-            ) from None
-
-    _validation.WRAPPER_CODE.add(in_call_terms.__code__)
-    return functools.wraps(method)(in_call_terms)
 
 
 def _noisy_parts(
@@ -338,7 +291,7 @@ class DPAccessor:
                 _validation.column_names(privacy_unit, "privacy_unit", self._frame.columns)
             )
             self._backend.check_columns(unit, "privacy_unit")
-        else:
+        elif self.ledger.privacy_unit is None:  # a unit declared before is kept
             self._backend.check_rows_apart()
         # One step: a refused budget (one that would raise the total) declares nothing.
         self.ledger._budget_and_declarations(
@@ -765,7 +718,7 @@ class DPAccessor:
         max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[int]: ...
-    @_in_call_terms
+    @_validation.in_call_terms
     def count(
         self,
         *,
@@ -947,7 +900,7 @@ class DPAccessor:
         max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[float]: ...
-    @_in_call_terms
+    @_validation.in_call_terms
     def sum(
         self,
         column: ColumnLabel,
@@ -1115,7 +1068,7 @@ class DPAccessor:
 
     # ------------------------------------------------------------ means, variances, quantiles
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def mean(
         self,
         column: ColumnLabel,
@@ -1211,7 +1164,7 @@ class DPAccessor:
             noise=noise, rho=rho, delta=delta,
         )  # fmt: skip
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def var(
         self,
         column: ColumnLabel,
@@ -1303,7 +1256,7 @@ class DPAccessor:
             noise=noise, rho=rho, delta=delta,
         )  # fmt: skip
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def std(
         self,
         column: ColumnLabel,
@@ -1441,7 +1394,7 @@ class DPAccessor:
             return _results.real(float(estimate.estimate[0]), info)
         return _results.series(estimate.estimate, _tables.labels(groups), column, info)
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def quantile(
         self,
         column: ColumnLabel,
@@ -1561,7 +1514,7 @@ class DPAccessor:
             released, q, groups, column, call_metadata(spending.parts, release)
         )
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def median(
         self,
         column: ColumnLabel,
@@ -1652,7 +1605,7 @@ class DPAccessor:
 
     # ------------------------------------------------------------ value counts and describe
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def value_counts(
         self,
         column: ColumnLabel,
@@ -1791,7 +1744,7 @@ class DPAccessor:
             keep_nonnegative, multi_index=several,
         )  # fmt: skip
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def describe(
         self,
         *,
@@ -1966,7 +1919,7 @@ class DPAccessor:
         _validation.column_names(by, "by", self._frame.columns)
         return DPGroupBy(self, by, domain)
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def _count_present(
         self,
         column: ColumnLabel,
@@ -2011,7 +1964,7 @@ class DPAccessor:
 
     # ------------------------------------------------------------ crosstab
 
-    @_in_call_terms
+    @_validation.in_call_terms
     def crosstab(
         self,
         index: Columns,
@@ -2243,7 +2196,7 @@ class DPAccessor:
         max_groups: int | None = None,
         rng: RNGLike | None = None,
     ) -> pd.Series[bool]: ...
-    @_in_call_terms
+    @_validation.in_call_terms
     def threshold_decision(
         self,
         *,

@@ -809,6 +809,7 @@ class DPSeriesGroupBy:
             rng=rng,
         )
 
+    @_validation.in_call_terms
     def agg(
         self,
         functions: Sequence[str],

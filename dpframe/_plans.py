@@ -120,7 +120,11 @@ class Contribution:
         return release.replace(
             epsilon=release.epsilon * cells,
             delta=release.delta * cells,
-            error_bound_covers=_of_kept_rows(release.error_bound_covers),
+            error_bound_covers=(
+                f"{release.error_bound_covers}; decided on the rows kept by contribution "
+                f"bounding (a unit's rows beyond max_rows in a cell, or beyond max_groups "
+                f"cells, were dropped)"
+            ),
             # as for a count table: one unit moves max_groups cells by max_rows rows each
             sensitivity=float(self.bounds.max_rows * cells),
             privacy_unit=tuple(str(name) for name in self.unit),

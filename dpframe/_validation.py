@@ -11,15 +11,16 @@ from __future__ import annotations
 import ast
 import collections
 import datetime
+import functools
 import math
 import numbers
 import re
 import sys
 import types
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, cast
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ from dpframe._exact import show, simplest_rational
 from dpframe._typing import Where as _Where
 from dpframe.errors import (
     DomainError,
+    DPFrameError,
     InvalidParameterError,
     InvalidParameterTypeError,
     MissingColumnError,
@@ -266,8 +268,12 @@ def real_bounds(value: Any, name: str = "bounds") -> tuple[float, float]:
             raise InvalidParameterError(
                 f"{name} must be finite numbers within float64's range, got {value!r}. {fix}"
             )
-        if isinstance(end, numbers.Rational) and Fraction(as_float) != Fraction(end):
-            above = Fraction(as_float) > Fraction(end)
+        if (
+            Fraction(as_float) != Fraction(end)
+            if isinstance(end, numbers.Rational)
+            else bool(as_float != end)  # np.longdouble holds more than float64
+        ):
+            above = as_float > end
             down = math.nextafter(as_float, -math.inf) if above else as_float
             up = as_float if above else math.nextafter(as_float, math.inf)
             raise InvalidParameterError(
@@ -903,6 +909,70 @@ def _check_row_wise(text: str) -> None:
 
 #: Code of dpframe's decorators around public methods, skipped when reading @names.
 WRAPPER_CODE: set[types.CodeType] = set()
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_PER_ROW = "Epsilon figures above are per row"
+
+
+def in_call_terms(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Say how an epsilon quoted by a refusal relates to the one the caller passed.
+
+    The engines refuse the epsilon at which noise is drawn for one row: the call's,
+    halved for private key selection and divided by ``max_rows * max_groups`` on a
+    unit-protected frame (by ``max_groups`` for threshold decisions and the selection).
+    Without this, ``epsilon=2000`` was refused as "epsilon=250". Refusals that quote the
+    caller's own epsilon, or refuse a bad epsilon, are left as they are.
+    """
+
+    def in_call_terms(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except (InvalidParameterError, NoiseOverflowError) as refused:
+            note = _per_row_note(method.__name__, kwargs, str(refused))
+            if note is None:
+                raise
+            raise type(refused)(f"{refused} {note}") from refused.__cause__
+
+    WRAPPER_CODE.add(in_call_terms.__code__)
+    return functools.wraps(method)(in_call_terms)
+
+
+def _per_row_note(method: str, kwargs: Mapping[str, object], text: str) -> str | None:
+    """The note :func:`in_call_terms` adds, or None when the figures are the caller's."""
+    asked = kwargs.get("epsilon")
+    try:
+        caller = epsilon(asked)
+    except (DPFrameError, TypeError, ValueError):  # a bad epsilon: its refusal says so
+        return None
+    if _PER_ROW in text or re.search(rf"epsilon[= ]\(?{re.escape(show(caller))}\b", text):
+        return None
+    if not re.search(r"epsilon[= (]", text):
+        return None
+    rows, groups = kwargs.get("max_rows"), kwargs.get("max_groups")
+    if not all(
+        v is None or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
+        for v in (rows, groups)
+    ):
+        return None
+    cells = 1 if groups is None else int(cast(numbers.Integral, groups))
+    noise = cells * (1 if rows is None else int(cast(numbers.Integral, rows)))
+    steps = []
+    selecting = kwargs.get("private_keys") is True
+    if selecting:
+        steps.append("halved for private key selection")
+    if method == "threshold_decision":
+        if cells > 1:
+            steps.append(f"divided by max_groups = {cells} for each cell's decision")
+    elif noise > 1 or (selecting and cells > 1):
+        by_groups = f", by max_groups = {cells} for the selection" if selecting else ""
+        steps.append(
+            f"divided by max_rows * max_groups = {noise} for noise (the most rows one unit "
+            f"moves){by_groups}"
+        )
+    if not steps:
+        return None
+    return f"{_PER_ROW}: the call's epsilon, {', then '.join(steps)}."
 
 
 def where_in_caller(where: _Where) -> _Where:

@@ -94,6 +94,18 @@ def test_an_object_column_of_lists_is_refused_before_auto_bounds_charge() -> Non
     assert frame.dp.ledger.spent.epsilon == 10
 
 
+def test_a_dask_object_key_column_is_refused_before_auto_bounds_charge() -> None:
+    dd = pytest.importorskip("dask.dataframe")
+    dask = pytest.importorskip("dask")
+    frame = pd.DataFrame({"v": np.linspace(0, 10, 400), "k": [["a"], ["b"]] * 200})
+    with dask.config.set({"dataframe.convert-string": False}):
+        data = dd.from_pandas(frame, npartitions=2)
+        data.dp.set_budget(epsilon=10.0, domains={"k": ["a", "b"]})
+        with pytest.raises(DomainError, match="Python objects"):
+            data.dp.sum("v", epsilon=1.0, bounds="auto", by="k")
+        assert data.dp.ledger.spent.epsilon == 0
+
+
 def test_pyarrow_backed_columns() -> None:
     frame = pd.DataFrame(
         {
@@ -252,10 +264,12 @@ def test_a_budget_on_an_index_that_already_repeats_labels_is_refused() -> None:
     assert len(overlapping) < len(frame)
     with pytest.raises(PrivacyUnitError, match="repeats index labels"):
         overlapping.dp.count(epsilon=0.5)
-    # With a privacy unit, repeated labels are fine: every release bounds each person.
+    # With a privacy unit, repeated labels are fine: every release bounds each person,
+    # also when set_budget is called again without repeating the unit (it is kept).
     panel = census(300, rng=4).assign(person=np.arange(300) // 2).set_index("Sex")
     panel.dp.set_budget(epsilon=1.0, privacy_unit="person")
-    assert panel.dp.ledger.budget_set
+    panel.dp.set_budget(epsilon=1.0, domains={"Married": ["M", "N", "S"]})
+    assert panel.dp.ledger.privacy_unit == ("person",)
 
 
 def test_more_rows_than_the_data_had_are_bounded_with_a_privacy_unit() -> None:

@@ -599,12 +599,25 @@ def test_a_refused_epsilon_is_explained_in_the_calls_terms(panel: pd.DataFrame) 
     # epsilon=2000 was refused as "epsilon=250", the share each row's noise is drawn at.
     with pytest.raises(InvalidParameterError, match=r"epsilon=250 .* max_groups = 8 for noise"):
         panel.dp.count(by="year", epsilon=2000.0, max_rows=1, max_groups=8)
-    # Validity twin: without contribution bounds the epsilon quoted is the caller's.
+    with pytest.raises(InvalidParameterError, match=r"epsilon=250 .* max_groups = 8 for noise"):
+        panel.dp.groupby("year")["wage"].agg(
+            ["size", "mean"], epsilon=4000.0, bounds=(0, 4), max_rows=1, max_groups=8
+        )
+    # Validity twins: figures that are the caller's own get no note (no bounds; a bad
+    # epsilon; a decision quoting the whole epsilon).
     plain = pd.DataFrame({"year": np.arange(100) % 8})
     plain.dp.set_budget(epsilon=math.inf)
-    with pytest.raises(InvalidParameterError, match="epsilon=2000") as refused:
-        plain.dp.count(epsilon=2000.0)
-    assert "per row" not in str(refused.value)
+    refusals = [
+        lambda: plain.dp.count(epsilon=2000.0),
+        lambda: panel.dp.mean("wage", epsilon=-1.0, bounds=(0, 4), max_rows=8),
+        lambda: panel.dp.threshold_decision(
+            min_count=10, epsilon=1700.0, by="year", max_rows=2, max_groups=8
+        ),
+    ]
+    for refused_call in refusals:
+        with pytest.raises(InvalidParameterError) as refused:
+            refused_call()
+        assert "per row" not in str(refused.value)
 
 
 def test_a_grouped_decision_records_the_unit_and_each_cells_parameters(panel: pd.DataFrame) -> None:

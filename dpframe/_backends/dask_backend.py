@@ -872,9 +872,16 @@ class DaskBackend:
         return None
 
     def check_keys(self, groups: Sequence[Group]) -> None:
-        # Dask reads object columns as Arrow strings (or refuses them at the schema): a
-        # column of lists never reaches the grouping.
-        return None
+        # Dask reads object columns as Arrow strings by default; with
+        # dataframe.convert-string off, an object column could hold lists, which only a
+        # pass over the data would find: refused from its dtype instead.
+        for group in groups:
+            if pd.api.types.is_object_dtype(group.dtype):
+                raise DomainError(
+                    f"{group.name!r} is a Dask column of Python objects, whose values cannot "
+                    f"be checked as keys before bounds='auto' charges its share. Convert it "
+                    f"first (ddf[{group.name!r}].astype(str)), or declare bounds=(lo, hi)."
+                )
 
     @property
     def row_labels(self) -> tuple[Any, ...] | None:
