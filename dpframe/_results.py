@@ -272,6 +272,7 @@ def release_info(result: object) -> dict[str, JSONValue]:
                 f"arithmetic, slicing, reindexing or a change of labels or dtype), so that "
                 f"release's metadata and error bars do not describe it. "
                 f"{_NOT_A_RELEASE} To keep a part of a table, call release_info on the "
-                f"whole table and select from its noise_error_bound the same way."
+                f"whole table and select the same way from its error bars (noise_error_bound or "
+                f"noise_interval, and for agg, under parts, each statistic's)."
             )
     raise NotAReleaseError(f"{type(result).__name__} is not a dpframe release. {_NOT_A_RELEASE}")
