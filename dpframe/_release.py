@@ -73,7 +73,8 @@ class Release:
     method : str
         The releasing method (``"count"``, ``"crosstab"``, ``"sum"``, ...).
     columns : tuple of str
-        Every column the release read (values and grouping columns).
+        The columns the release aggregates and groups by (a ``where`` condition, kept
+        in ``where``, may read others).
     mechanism : str
         The noise mechanism (``"geometric"``, ...).
     epsilon, delta : Fraction
