@@ -43,7 +43,10 @@ class DPSeriesAccessor:
     one row; each method states its sensitivity. On data with a privacy unit a Series has
     lost the unit's column (unless it is that column), so its releases are refused with
     :class:`~dpframe.errors.PrivacyUnitError`: release from the frame, with ``max_rows``.
-    Results are labelled like pandas' (an unnamed Series gives unnamed results).
+    Results are labelled like pandas' (an unnamed Series gives unnamed results). The
+    release records the Series' name as its column, and pandas keeps a column's name
+    through arithmetic and ufuncs: ``np.log(df["wage"])`` is still named ``"wage"``, so
+    name what you derive (``.rename("log_wage")``) for the ledger to say what was read.
 
     Examples
     --------
