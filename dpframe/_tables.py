@@ -246,6 +246,13 @@ _SHARES_COVER = (
 )
 
 
+_BOUNDED_MARGINS = (
+    "noise only: each cell's bar is the smallest that holds with probability at least "
+    "1 - alpha; each margin's holds with at least 1 - alpha by a tail or union bound on a "
+    "sum of cells' noise, wider than the smallest such bar"
+)
+
+
 def crosstab_result(
     cells: NDArray[Any],
     rows: Sequence[Group],
@@ -273,6 +280,9 @@ def crosstab_result(
     )
     if options.normalize is False:
         release = plan.release.replace(noise_error_bound=plan.bars.shaped(table.shape))
+        if options.margins and (plan.sensitivity_squared or options.nonnegative):
+            # Geometric margins are exact (the law of a sum of cells' noise); these are not.
+            release = release.replace(error_bound_covers=covers_like(release, _BOUNDED_MARGINS))
     else:
         raw = crosstab_frame(
             cells, rows, columns, margins=True, margins_name=options.margins_name, normalize=False

@@ -112,6 +112,22 @@ def test_margin_bars_cover_at_least_95_percent() -> None:
     assert cell_misses <= stats.binom.isf(FALSE_ALARM, CELLS * 8, 0.05)
 
 
+def test_bounded_margins_say_they_cover_at_least_their_level() -> None:
+    # A Gaussian margin's bar is a sub-Gaussian tail bound (about 99.5% at alpha 0.05):
+    # "noise only" read as a 95% bar, as the cells' are.
+    frame = pd.DataFrame({"k": ["a", "b"] * 50, "j": ["x"] * 50 + ["y"] * 50})
+    frame.dp.set_budget(rho=1.0, domains={"k": ["a", "b"], "j": ["x", "y"]})
+    with_margins = frame.dp.crosstab("k", "j", noise="gaussian", rho=0.1, margins=True)
+    assert "at least 1 - alpha by a tail" in str(
+        dpframe.release_info(with_margins)["error_bound_covers"]
+    )
+    # Validity twin: geometric margins are exact, and say nothing of a bound.
+    plain = pd.DataFrame({"k": ["a", "b"] * 50, "j": ["x"] * 50 + ["y"] * 50})
+    plain.dp.set_budget(epsilon=1.0, domains={"k": ["a", "b"], "j": ["x", "y"]})
+    exact = plain.dp.crosstab("k", "j", epsilon=0.5, margins=True)
+    assert "tail" not in str(dpframe.release_info(exact)["error_bound_covers"])
+
+
 def test_the_call_is_charged_in_rho_and_recorded_as_zcdp() -> None:
     frame = pd.DataFrame({"k": ["a", "b"] * 50})
     frame.dp.set_budget(epsilon=2.0, delta=1e-5, domains={"k": ["a", "b"]})
