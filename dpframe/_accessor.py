@@ -671,15 +671,21 @@ class DPAccessor:
         groups: Sequence[Group],
         contribution: _plans.Contribution,
         rng: np.random.Generator | None,
+        values: ColumnLabel | None = None,
     ) -> Rows:
         """The rows a release reads: filtered by ``where``, then bounded per unit.
 
-        The bounding's random choice is made when the rows are first aggregated, inside
-        the ledger transaction, so a refused call draws nothing.
+        With ``values`` (the column a statistic reads), rows missing it are left out
+        before the bounding, as ``where`` leaves rows out: a missing value is skipped by
+        the statistic, and must not take a place of the unit's ``max_rows``. The
+        bounding's random choice is made when the rows are first aggregated, inside the
+        ledger transaction, so a refused call draws nothing.
         """
         rows = self._backend.rows(where)
         if contribution.unit is None or contribution.bounds is None:
             return rows
+        if values is not None:
+            rows = rows.present(values)
         return rows.bounded(contribution.unit, contribution.bounds, groups, rng)
 
     # ------------------------------------------------------------ count
@@ -1017,7 +1023,7 @@ class DPAccessor:
         )
         groups = self._by_groups(by, domain, selecting)
         contribution = self._contribution("sum", max_rows, max_groups, bool(groups))
-        rows = self._rows(where, groups, contribution, generator)
+        rows = self._rows(where, groups, contribution, generator, column)
         scope = self._scope("sum", [column], groups, where, generator)
         if gaussian is not None:
             if isinstance(bounds, str) or bounds_epsilon is not None:
@@ -1363,7 +1369,7 @@ class DPAccessor:
         values = self._backend.numeric_column(column, "column")
         groups = self._groups_of(by, domain)
         contribution = self._contribution(statistic, max_rows, max_groups, bool(groups))
-        rows = self._rows(where, groups, contribution, generator)
+        rows = self._rows(where, groups, contribution, generator, column)
         scope = self._scope(statistic, [column], groups, where, generator)
         checked = _validation.sum_bounds(bounds)
         if gaussian is not None:
@@ -1491,7 +1497,7 @@ class DPAccessor:
         values = self._backend.numeric_column(column, "column")
         groups = self._groups_of(by, domain)
         contribution = self._contribution("quantile", max_rows, max_groups, bool(groups))
-        rows = self._rows(where, groups, contribution, generator)
+        rows = self._rows(where, groups, contribution, generator, column)
         checked = _validation.sum_bounds(bounds)
         grid, _ = _quantiles.candidate_cells(checked, candidates)
         scope = self._scope("quantile", [column], groups, where, generator)
@@ -1834,6 +1840,14 @@ class DPAccessor:
             self._backend.numeric_column(column, "bounds")
         contribution = self._contribution("describe", max_rows, None, False)
         rows = self._rows(where, [], contribution, generator)
+        # With a unit, each column's rows are bounded on their own, its missing values
+        # left out first (they take no place of max_rows): one release per column.
+        rows_of = {
+            column: rows
+            if contribution.unit is None
+            else self._rows(where, [], contribution, generator, column)
+            for column in columns
+        }
         split = _plans.describe_split(
             None if gaussian is None else gaussian.rho,
             None if gaussian is not None else _validation.epsilon(epsilon),
@@ -1864,11 +1878,13 @@ class DPAccessor:
         ) as spending:
             stats = []
             for column, (moment, charged, quantiles) in zip(columns, plans, strict=True):
-                noisy = _noisy_parts(moment, rows.sum_tables(column, moment.grids, []), generator)
+                noisy = _noisy_parts(
+                    moment, rows_of[column].sum_tables(column, moment.grids, []), generator
+                )
                 spending.drawn(*charged)
                 candidates, _ = _quantiles.candidate_cells(columns[column], None)
                 released = mechanisms.quantile_of_counts(
-                    rows.cell_table(column, candidates, []), levels, epsilon=per_row,
+                    rows_of[column].cell_table(column, candidates, []), levels, epsilon=per_row,
                     bounds=columns[column], rng=generator,
                 )  # fmt: skip
                 spending.drawn(quantiles)
@@ -1946,7 +1962,7 @@ class DPAccessor:
         values = self._backend.numeric_column(column, "column")
         groups = self._groups_of(by, domain)
         contribution = self._contribution("count", max_rows, max_groups, bool(groups))
-        rows = self._rows(where, groups, contribution, generator)
+        rows = self._rows(where, groups, contribution, generator, column)
         scope = self._scope("count", [column], groups, where, generator)
         per_row = contribution.noise_epsilon(eps)
         release = contribution.charged(_plans.count_release(scope, per_row))
@@ -2095,7 +2111,7 @@ class DPAccessor:
         row_groups, col_groups = self._table_groups(index, columns, domain, options)
         groups = row_groups + col_groups
         contribution = self._contribution("crosstab", max_rows, max_groups, True)
-        rows = self._rows(None, groups, contribution, generator)
+        rows = self._rows(None, groups, contribution, generator, values)
         scope = self._scope("crosstab", [] if values is None else [values], groups, None, generator)
         shape = (_size(row_groups), _size(col_groups))
         cells: NDArray[Any]

@@ -620,6 +620,33 @@ def test_a_refused_epsilon_is_explained_in_the_calls_terms(panel: pd.DataFrame) 
         assert "per row" not in str(refused.value)
 
 
+@pytest.mark.parametrize("backend", ["pandas", "dask"])
+def test_missing_values_take_no_place_of_max_rows(backend: str) -> None:
+    """20 rows per firm, the first one's growth rate missing (as pct_change leaves it):
+    with max_rows=19 every non-missing value is used. Bounding before leaving out the
+    missing values kept 19 rows of 20 at random, and lost a value in 19 firms of 20."""
+    firms, years = 40, 20
+    growth = np.ones(firms * years)
+    growth[::years] = np.nan
+    frame = pd.DataFrame({"firm": np.repeat(np.arange(firms), years), "growth": growth})
+    data: Any = frame
+    if backend == "dask":
+        dd = pytest.importorskip("dask.dataframe")
+        data = dd.from_pandas(frame, npartitions=3)
+    data.dp.set_budget(epsilon=math.inf, privacy_unit="firm")
+    present = firms * (years - 1)
+    # 60 per row: the noise is 0 with probability 1 - 2e-26
+    total = data.dp.sum("growth", epsilon=60.0 * 19, bounds=(0, 1), max_rows=19)
+    assert round(total) == present
+    if backend == "pandas":
+        summary = data[["firm", "growth"]].dp.describe(
+            epsilon=200.0 * 19, bounds={"growth": (0, 1)}, max_rows=19
+        )
+        assert summary.loc["count", "growth"] == present
+    # Validity twin: with room for every row, the missing ones change nothing either.
+    assert round(data.dp.sum("growth", epsilon=60.0 * 20, bounds=(0, 1), max_rows=20)) == present
+
+
 def test_a_grouped_decision_records_the_unit_and_each_cells_parameters(panel: pd.DataFrame) -> None:
     decided = panel.dp.threshold_decision(
         min_count=530, epsilon=1.0, by="year", max_rows=2, max_groups=8

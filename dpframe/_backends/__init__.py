@@ -71,6 +71,10 @@ class Rows(Protocol):
         """Non-missing values per log-scale bin (:data:`kernels.LOG_EDGES`), + then -."""
         ...
 
+    def present(self, column: ColumnLabel) -> Rows:
+        """These rows without those whose value of the numeric ``column`` is missing."""
+        ...
+
     def bounded(
         self,
         unit: Sequence[ColumnLabel],

@@ -675,6 +675,12 @@ def _safe_to_optimize(frame: Any) -> bool:
     return not any(_combination(expr) in ("concat", "columns") for expr in frame.expr.walk())
 
 
+def _present_values(values: pd.Series) -> pd.Series:
+    """Whether each value of a numeric column is there (NaN, Arrow's included, is missing)."""
+    as_float = _validation.numeric_values(values, values.name)
+    return pd.Series(~np.isnan(as_float), index=values.index, name=values.name)
+
+
 @dataclass(frozen=True)
 class _Filter:
     """A validated row filter: a boolean Dask Series co-partitioned with the frame."""
@@ -696,6 +702,13 @@ class DaskRows:
         self._frame = frame
         self._where = where
         self._bounding = bounding
+
+    def present(self, column: ColumnLabel) -> DaskRows:
+        present = self._frame[column].map_partitions(
+            _present_values, meta=pd.Series(dtype=bool, name=column)
+        )
+        where = present if self._where is None else self._where.series & present
+        return DaskRows(self._frame, _Filter(where), self._bounding)
 
     def bounded(
         self,

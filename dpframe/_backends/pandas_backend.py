@@ -92,6 +92,13 @@ class PandasRows:
         values = self._values(column)
         return kernels.log_histogram(values if self._mask is None else values[self._mask])
 
+    def present(self, column: ColumnLabel) -> PandasRows:
+        def mask() -> NDArray[np.bool_]:
+            present = ~np.isnan(self._values(column))
+            return present if self._mask is None else self._mask & present
+
+        return PandasRows(self._frame, mask)
+
     def bounded(
         self,
         unit: Sequence[ColumnLabel],
