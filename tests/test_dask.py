@@ -778,6 +778,41 @@ def test_drop_duplicates_within_a_unit_releases(client: Any) -> None:
         across.dp.count(epsilon=EXACT_EPSILON, max_rows=1)
 
 
+@pytest.mark.parametrize(
+    "derive",
+    [
+        lambda f: f.assign(lag=f["inv"].shift()),
+        lambda f: f.assign(lag=f["inv"].diff()),
+        lambda f: f.assign(lag=f["inv"].cumsum()),
+        lambda f: f.assign(lag=f["inv"].rolling(2).mean()),
+        lambda f: f.assign(lag=f.groupby("year")["inv"].transform("mean", meta=("inv", "f8"))),
+        lambda f: f.assign(lag=f.groupby("year")["inv"].shift(meta=("inv", "f8"))),
+    ],
+    ids=["shift", "diff", "cumsum", "rolling", "transform by year", "shift by year"],
+)
+def test_values_from_other_units_rows_are_refused(client: Any, derive: Any) -> None:
+    """A lag without groupby(unit) gives each firm's first row the last value of the
+    previous firm: removing a firm moves its own rows and its neighbour's (a growth rate
+    summed over firms moved by 3 for a charge of 1)."""
+    firms = pd.DataFrame(
+        {"firm": np.repeat(np.arange(60), 5), "year": np.tile(np.arange(5), 60)}
+    ).assign(inv=lambda f: f["firm"] * 1.5 + f["year"])
+    data = dd.from_pandas(firms, npartitions=3)
+    data.dp.set_budget(epsilon=math.inf, privacy_unit="firm")
+    derived = derive(data)
+    spent = data.dp.ledger.spent  # equal data in other cases shares this ledger
+    with pytest.raises(PrivacyUnitError, match="computed from other rows"):
+        derived.dp.sum("lag", epsilon=1.0, bounds=(0, 100), max_rows=5)
+    assert data.dp.ledger.spent == spent
+    # Validity twin: the same lag within each firm reads only the firm's own rows.
+    own = data.assign(lag=data.groupby("firm")["inv"].shift(meta=("inv", "f8")))
+    expected = own.compute()["lag"].clip(0, 100).sum()
+    # EXACT_EPSILON per row (5 rows a firm): noise of scale 100 / 50, below 100 but with
+    # probability e**-50
+    released = own.dp.sum("lag", epsilon=5 * EXACT_EPSILON, bounds=(0, 100), max_rows=5)
+    assert released == pytest.approx(expected, abs=100)
+
+
 def test_an_outer_merge_with_a_lookup_table_is_refused(client: Any, ddf: Any) -> None:
     # Its rows for the keys no person has exist only while nobody has them: one person
     # moves two rows. A left merge keeps only the people's rows, and releases.

@@ -260,6 +260,13 @@ def _combination(expr: Any) -> str | None:
         return "repeat"
     if classes & {"NLargest", "Head", "Tail"}:  # NSmallest is an NLargest
         return "selection"
+    # A row computed from the rows before or after it (shift, diff, cumsum, rolling,
+    # map_overlap), or from its group's rows (groupby().shift/transform/cumsum): it
+    # carries other rows' values, another person's unless the group is the unit.
+    if classes & {"Shift", "Diff", "CumulativeAggregations", "RollingReduction", "MapOverlap"}:
+        return "neighbours"
+    if classes & {"GroupByApply", "GroupByCumulative"}:
+        return "group neighbours"
     if "DropDuplicates" in classes and expr.operand("subset") is not None:
         return "dedupe"  # a selection unless the rows compared are one unit's
     # ddf.loc[[i, i]] and ddf.partitions[[0, 0]] give a row once per repeat of its label
@@ -311,6 +318,13 @@ def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
     if "DropDuplicates" in classes:  # the columns it compares
         subset = expr.operand("subset")
         return None if subset is None else tuple(_as_list(subset))
+    if classes & {"GroupByApply", "GroupByCumulative"}:  # the columns it groups on
+        by = getattr(expr, "by", None)
+        if not isinstance(by, list | tuple) or any(
+            type(key).__module__.startswith("dask") for key in by
+        ):
+            return None  # grouped on a Series or an expression: not on columns
+        return tuple(by)
     if "Merge" not in classes or "MergeAsof" in classes:
         return None
     if expr.operand("left_index") or expr.operand("right_index"):
@@ -509,6 +523,10 @@ def _repeated_rows(
         one_units_rows = unit is not None and set(unit) <= set(node.merge_keys or ())
         if node.combination == "dedupe" and budgeted_inputs and not one_units_rows:
             return "selection"
+        if node.combination == "neighbours" and budgeted_inputs:
+            return "neighbours"
+        if node.combination == "group neighbours" and budgeted_inputs and not one_units_rows:
+            return "neighbours"
         if node.combination == "repeat" and budgeted_inputs and unit is None:
             return "repeat"  # one input, its rows repeated: bounded only with a unit
         if node.combination == "merge" and budgeted_inputs == 1 and unit is None:
@@ -546,6 +564,20 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             "out, so a release would move in two places for the charge of one. Filter on "
             "each row's own values instead (ddf[ddf['age'] < 25]): a row is then kept or "
             "not whoever else is in the data."
+        )
+    if combination == "neighbours":
+        declared = ledger.privacy_unit
+        within = (
+            f"within each unit (ddf.groupby({list(declared)!r})[...].shift())"
+            if declared is not None
+            else "only within a declared privacy unit (set_budget(..., privacy_unit=...))"
+        )
+        return PrivacyUnitError(
+            f"This Dask DataFrame has values computed from other rows (shift, diff, "
+            f"cumsum, rolling, map_overlap, or a groupby transform on columns that are not "
+            f"the privacy unit's): a row then carries another person's values, so one "
+            f"person moves several rows, and a release would spend more than it charges. "
+            f"Compute lags and running values {within}."
         )
     if combination == "rows of nobody":
         return PrivacyUnitError(
