@@ -532,7 +532,9 @@ class DPAccessor:
         if unit is not None:
             missing = [name for name in unit if name not in self._frame.columns]
             if missing:
-                in_index = [name for name in missing if name in self._frame.index.names]
+                # Dask's index has a name, not names
+                index_names = getattr(self._frame.index, "names", [self._frame.index.name])
+                in_index = [name for name in missing if name in index_names]
                 fix = (
                     f"it is in the index: release from df.reset_index(), which makes "
                     f"{in_index!r} columns again."

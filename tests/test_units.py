@@ -720,6 +720,22 @@ def test_a_frame_that_lost_the_unit_column_is_refused(panel: pd.DataFrame) -> No
     assert panel.dp.ledger.spent.epsilon == 0
 
 
+def test_a_dask_frame_that_lost_the_unit_column_is_refused_with_dpframes_error() -> None:
+    # Dask's index has no .names: an AttributeError came out of the refusal's message.
+    dd = pytest.importorskip("dask.dataframe")
+    firms = pd.DataFrame({"firm": np.repeat(np.arange(7), 4), "inv": np.arange(28.0) + 0.125})
+    data = dd.from_pandas(firms, npartitions=2)
+    data.dp.set_budget(epsilon=10.0, privacy_unit="firm")
+    with pytest.raises(PrivacyUnitError, match="lacks"):
+        data[["inv"]].dp.count(epsilon=1.0, max_rows=4)
+    with pytest.raises(PrivacyUnitError, match="in the index"):
+        data.set_index("firm").dp.count(epsilon=1.0, max_rows=4)
+    # Validity twin: with the unit's column the release is made.
+    assert data.dp.ledger.spent.epsilon == 0
+    data.dp.count(epsilon=1.0, max_rows=4)
+    assert data.dp.ledger.spent.epsilon == 1
+
+
 def test_the_unit_is_declared_once_before_any_release(panel: pd.DataFrame) -> None:
     with pytest.raises(InvalidParameterError, match="already"):
         panel.dp.set_budget(epsilon=5.0, privacy_unit="year")
