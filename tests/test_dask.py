@@ -681,6 +681,9 @@ SELF_COMBINATIONS: dict[str, Callable[[Any, Path], Any]] = {
     "explode": lambda f, _: f.map_partitions(lambda p: p.assign(pair=[[1, 2]] * len(p))).explode(
         "pair"
     ),
+    "melt": lambda f, _: f.melt(id_vars=["Sex"], value_vars=["Age", "Earnings"]).rename(
+        columns={"value": "Age"}
+    ),
     "loc with a label twice": lambda f, _: f.loc[[0, 0, 1]],
     "partitions with one twice": lambda f, _: f.partitions[[0, 0]],
 }

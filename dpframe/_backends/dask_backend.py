@@ -248,7 +248,7 @@ def _expression_meta(expr: Any) -> _Carrier | None:
 def _combination(expr: Any) -> str | None:
     """How an expression combines frames: ``"concat"`` (``dd.concat`` of rows),
     ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), ``"repeat"``
-    (one frame's rows repeated: ``explode``, ``sample(replace=True)``, ``loc`` or
+    (one frame's rows repeated: ``explode``, ``melt``, ``sample(replace=True)``, ``loc`` or
     ``partitions`` lists naming one twice), ``"selection"`` (rows kept by their rank
     among the others: ``nlargest``, ``nsmallest``, ``head``, ``tail``), or None."""
     classes = {cls.__name__ for cls in type(expr).__mro__}
@@ -258,6 +258,8 @@ def _combination(expr: Any) -> str | None:
         return "repeat"
     if "Sample" in classes and expr.operand("replace"):
         return "repeat"
+    if "MapPartitions" in classes and getattr(expr.operand("func"), "method", None) == "melt":
+        return "repeat"  # ddf.melt: a row per melted column
     if classes & {"NLargest", "Head", "Tail"}:  # NSmallest is an NLargest
         return "selection"
     # A row computed from the rows before or after it (shift, diff, cumsum, rolling,
@@ -590,7 +592,7 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
     if combination == "repeat":
         return PrivacyUnitError(
             f"This Dask DataFrame repeats rows of the budgeted data (ledger "
-            f"{ledger.id[:8]}…) with explode, sample(replace=True), or a loc[[...]] or "
+            f"{ledger.id[:8]}…) with explode, melt, sample(replace=True), or a loc[[...]] or "
             f"partitions[[...]] list naming one label or partition twice, so one person's row can "
             f"appear in it more than once, and a release from it would cost more privacy than "
             f"the epsilon charged. Release from the frame before the repeat, or declare the "
