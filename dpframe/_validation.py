@@ -379,6 +379,9 @@ def column(frame: pd.DataFrame, name: Hashable, param: str) -> pd.Series[Any]:
     if name not in frame.columns:
         close = [c for c in frame.columns if str(c).lower() == str(name).lower()]
         hint = f" Did you mean {close[0]!r}?" if close else ""
+        index_names = getattr(frame.index, "names", [frame.index.name])  # Dask: one name
+        if name in index_names:
+            hint = " It is in the index: use df.reset_index(), which makes it a column."
         raise MissingColumnError(
             f"{param}={name!r} is not a column of the frame.{hint} Columns: {list(frame.columns)}."
         )

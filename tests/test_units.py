@@ -24,7 +24,13 @@ from dpframe import _plans, mechanisms
 from dpframe._backends import Group, backend_for, bounding
 from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.pandas_backend import PandasRows
-from dpframe.errors import DomainError, DPFrameError, InvalidParameterError, PrivacyUnitError
+from dpframe.errors import (
+    DomainError,
+    DPFrameError,
+    InvalidParameterError,
+    MissingColumnError,
+    PrivacyUnitError,
+)
 from tests._stats import FALSE_ALARM, audit, two_sided_geometric_pmf
 
 COPIES = 50_000  # independent copies of a small data set in one frame: one sample each
@@ -718,6 +724,16 @@ def test_a_frame_that_lost_the_unit_column_is_refused(panel: pd.DataFrame) -> No
     with pytest.raises(PrivacyUnitError, match="Series"):
         panel["wage"].dp.mean(epsilon=0.5, bounds=(0, 5))
     assert panel.dp.ledger.spent.epsilon == 0
+
+
+def test_a_unit_in_the_index_is_named_as_such_at_set_budget() -> None:
+    frame = pd.DataFrame({"firm": np.repeat(np.arange(5), 4), "x": np.arange(20.0)})
+    with pytest.raises(MissingColumnError, match="in the index: use df.reset_index"):
+        frame.set_index("firm").dp.set_budget(epsilon=1.0, privacy_unit="firm")
+    # Validity twin: a name that is nowhere gets no such hint.
+    with pytest.raises(MissingColumnError) as missing:
+        frame.dp.set_budget(epsilon=1.0, privacy_unit="company")
+    assert "index" not in str(missing.value)
 
 
 def test_a_dask_frame_that_lost_the_unit_column_is_refused_with_dpframes_error() -> None:
