@@ -728,7 +728,7 @@ def test_a_frame_that_lost_the_unit_column_is_refused(panel: pd.DataFrame) -> No
 
 def test_a_unit_in_the_index_is_named_as_such_at_set_budget() -> None:
     frame = pd.DataFrame({"firm": np.repeat(np.arange(5), 4), "x": np.arange(20.0)})
-    with pytest.raises(MissingColumnError, match="in the index: use df.reset_index"):
+    with pytest.raises(MissingColumnError, match=r"in the index: use df\.reset_index"):
         frame.set_index("firm").dp.set_budget(epsilon=1.0, privacy_unit="firm")
     # Validity twin: a name that is nowhere gets no such hint.
     with pytest.raises(MissingColumnError) as missing:
