@@ -1788,8 +1788,9 @@ class DPAccessor:
         noise : {"geometric", "gaussian"}, default "geometric"
             The noise of count, mean and std. With ``"gaussian"`` they get discrete
             Gaussian noise at half of each column's share of ``rho`` (zCDP), and the
-            percentiles, chosen by report-noisy-max (a pure epsilon-DP mechanism), get the
-            largest ``epsilon`` with ``epsilon**2 / 2`` at most the other half.
+            ``p`` percentiles, chosen by report-noisy-max (a pure epsilon-DP mechanism),
+            get the largest ``epsilon`` whose ``p`` releases of ``epsilon / p`` cost at
+            most the other half: ``epsilon**2 / (2 p)``.
         rho : float, optional
             The zCDP cost of the call, with ``noise="gaussian"`` (instead of ``epsilon``
             and ``delta``, which are then converted to the largest rho that implies them).
@@ -1854,25 +1855,34 @@ class DPAccessor:
             None if gaussian is None else gaussian.rho,
             None if gaussian is not None else _validation.epsilon(epsilon),
             len(columns),
+            len(levels),
         )
         moment_cost = (
             None if split.rho is None else (_plans.Gaussian(split.rho, None), contribution)
         )
         per_row = contribution.noise_epsilon(split.percentiles_epsilon)
         plans = []
+        summaries: dict[Hashable, Release] = {}
         for c, b in columns.items():
             scope = self._scope("describe", [c], [], where, generator)
             moment = _plans.moment_release(
                 scope, "std", contribution.noise_epsilon(split.epsilon), b, 1, moment_cost
             )
-            quantiles = _plans.quantile_release(scope, per_row, levels, b, None)
+            # The bars of all the percentiles (the table's metadata), and each percentile
+            # as the release of epsilon / p it is (the ledger's parts).
+            summaries[c] = contribution.charged(
+                _plans.quantile_release(scope, per_row, levels, b, None)
+            )
+            quantiles = tuple(
+                map(contribution.charged, _plans.quantile_parts(scope, per_row, levels, b, None))
+            )
             charged = (
                 moment.parts if moment_cost else tuple(map(contribution.charged, moment.parts))
             )
-            plans.append((moment, charged, contribution.charged(quantiles)))
-        # Checked part by part, as they are charged: on a zCDP account each column's
-        # percentiles cost epsilon_q**2 / 2, not a share of (k epsilon_q)**2 / 2.
-        planned = [part for _, charged, quantiles in plans for part in (*charged, quantiles)]
+            plans.append((moment, charged, quantiles))
+        # Checked part by part, as they are charged: on a zCDP account each percentile
+        # costs (epsilon_q / p)**2 / 2, not a share of (k epsilon_q)**2 / 2.
+        planned = [part for _, charged, quantiles in plans for part in (*charged, *quantiles)]
         cost = split.call_cost(len(columns))
 
         with self.ledger.transaction(
@@ -1889,10 +1899,10 @@ class DPAccessor:
                     rows_of[column].cell_table(column, candidates, []), levels, epsilon=per_row,
                     bounds=columns[column], rng=generator,
                 )  # fmt: skip
-                spending.drawn(quantiles)
+                spending.drawn(*quantiles)
                 stats.append((moment, noisy, released[0]))
 
-        return _tables.describe_result(columns, levels, stats, spending.parts, split)
+        return _tables.describe_result(columns, levels, stats, spending.parts, split, summaries)
 
     # ------------------------------------------------------------ groupby
 

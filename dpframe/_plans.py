@@ -246,15 +246,17 @@ class DescribeSplit:
     for the percentiles.
 
     With geometric noise every share is pure ``epsilon / (2 k)`` for ``k`` columns. With
-    Gaussian noise the moments of a column get ``rho / (2 k)`` of zCDP, and its
-    percentiles (report-noisy-max, pure epsilon-DP) the largest epsilon, on a grid of
-    ``1e-6``, whose zCDP cost ``epsilon**2 / 2`` is at most the same ``rho / (2 k)``.
+    Gaussian noise the moments of a column get ``rho / (2 k)`` of zCDP, and its ``p``
+    percentiles (report-noisy-max, pure epsilon-DP, each a release of ``epsilon / p``)
+    the largest epsilon, on a grid of ``1e-6``, whose zCDP cost ``p (epsilon / p)**2 / 2
+    = epsilon**2 / (2 p)`` is at most the same ``rho / (2 k)``.
     """
 
     epsilon: Fraction  # the moments' pure share per column (0 with Gaussian noise)
     rho: Fraction | None  # the moments' zCDP share per column (None: geometric noise)
     percentiles_epsilon: Fraction  # the percentiles' pure share per column
     total_epsilon: Fraction  # what the call asked for (geometric noise), else 0
+    percentiles: int = 1  # how many percentiles share percentiles_epsilon
 
     def call_cost(self, columns: int) -> dict[str, Fraction]:
         """The whole cost of the call, for the ledger's transaction."""
@@ -273,27 +275,31 @@ class DescribeSplit:
             "count, mean, std": {"rho": float(self.rho)},
             "percentiles": {
                 "epsilon": float(self.percentiles_epsilon),
-                "rho": float(self.percentiles_epsilon**2 / 2),
+                "rho": float(self.percentiles_epsilon**2 / (2 * self.percentiles)),
             },
         }
 
 
-def describe_split(rho: Fraction | None, epsilon: Fraction | None, columns: int) -> DescribeSplit:
+def describe_split(
+    rho: Fraction | None, epsilon: Fraction | None, columns: int, percentiles: int
+) -> DescribeSplit:
     """Split ``describe``'s cost between its columns and statistics (see DescribeSplit)."""
     if rho is None:
         if epsilon is None:  # pragma: no cover - the accessor validated one of them
             raise DPFrameError("internal error: describe without a cost; please report")
         share = epsilon / (2 * columns)
-        return DescribeSplit(share, None, share, epsilon)
+        return DescribeSplit(share, None, share, epsilon, percentiles)
     share_rho = rho / (2 * columns)
-    scale = 10**6  # epsilon = isqrt(2 rho 1e12) / 1e6 <= sqrt(2 rho): its epsilon**2/2 <= rho
-    pure = Fraction(math.isqrt(2 * share_rho.numerator * scale**2 // share_rho.denominator), scale)
+    # epsilon = isqrt(2 p rho 1e12) / 1e6 <= sqrt(2 p rho): its epsilon**2 / (2 p) <= rho
+    scale, room = 10**6, 2 * percentiles * share_rho
+    pure = Fraction(math.isqrt(room.numerator * scale**2 // room.denominator), scale)
     if pure <= 0:
         raise InvalidParameterError(
             f"rho={show(rho)} leaves the percentiles of {columns} column(s) no epsilon "
-            f"on a grid of 1e-6 (epsilon**2 / 2 <= rho / {2 * columns}); use a larger rho."
+            f"on a grid of 1e-6 (epsilon**2 / (2 p) <= rho / {2 * columns} for "
+            f"p = {percentiles} percentiles); use a larger rho."
         )
-    return DescribeSplit(Fraction(0), share_rho, pure, Fraction(0))
+    return DescribeSplit(Fraction(0), share_rho, pure, Fraction(0), percentiles)
 
 
 def gaussian_cost(epsilon: object, delta: object, rho: object, method: str) -> Gaussian:

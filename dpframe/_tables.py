@@ -431,8 +431,13 @@ def describe_result(
     stats: Sequence[tuple[MomentRelease, list[NDArray[np.float64]], NDArray[np.float64]]],
     parts: Sequence[Release],
     split: DescribeSplit,
+    percentile_releases: Mapping[Hashable, Release],
 ) -> pd.DataFrame:
-    """``describe``'s table from each column's moment parts and percentiles."""
+    """``describe``'s table from each column's moment parts and percentiles.
+
+    ``percentile_releases`` describe each column's percentiles together (their bars);
+    ``parts`` are what was charged, each percentile its own release.
+    """
     rows = ["count", "mean", "std", *percentile_labels(percentiles)]
     table = pd.DataFrame(index=pd.Index(rows), columns=pd.Index(list(columns)), dtype=np.float64)
     intervals: dict[str, JSONValue] = {}
@@ -451,11 +456,10 @@ def describe_result(
     # The percentiles' bars, from their releases: in ranks, plus the grid's resolution.
     rank_bars: dict[str, JSONValue] = {}
     resolutions: dict[str, JSONValue] = {}
-    for part in parts:
-        found = dict(part.details)
-        if "rank_error_bound" in found:
-            rank_bars[part.columns[0]] = found["rank_error_bound"]
-            resolutions[part.columns[0]] = found["value_resolution"]
+    for column, release in percentile_releases.items():
+        found = dict(release.details)
+        rank_bars[str(column)] = found["rank_error_bound"]
+        resolutions[str(column)] = found["value_resolution"]
     declared: dict[str, JSONValue] = {
         str(c): [float(lo), float(hi)] for c, (lo, hi) in columns.items()
     }

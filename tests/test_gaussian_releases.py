@@ -249,21 +249,22 @@ def test_quantiles_on_a_zcdp_budget_cost_each_its_own_epsilon() -> None:
 
 
 def test_describe_with_gaussian_noise_is_charged_its_rho_exactly() -> None:
-    """Moments get rho/(2k) per column (a third per part), percentiles the largest epsilon
-    on a 1e-6 grid with epsilon**2/2 <= rho/(2k); the zCDP ledger is charged their sum."""
+    """Moments get rho/(2k) per column (a third per part), the p percentiles the largest
+    epsilon on a 1e-6 grid whose p releases of epsilon/p cost epsilon**2/(2p) <= rho/(2k);
+    the zCDP ledger is charged their sum."""
     frame = pd.DataFrame({"x": np.linspace(0, 1, 500), "y": np.linspace(0, 10, 500)})
     frame.dp.set_budget(rho=1.0)
     rho = Fraction(3, 10)
     table = frame.dp.describe(noise="gaussian", rho=rho, bounds={"x": (0, 1), "y": (0, 10)})
     assert list(table.index) == ["count", "mean", "std", "25%", "50%", "75%"]
     info = dpframe.release_info(table)
-    share = rho / 4
-    pure = Fraction(math.isqrt(share.numerator * 2 * 10**12 // share.denominator), 10**6)
-    assert pure**2 / 2 <= share < (pure + Fraction(1, 10**6)) ** 2 / 2
-    assert frame.dp.ledger.spent.rho == 2 * share + 2 * pure**2 / 2
+    share, p = rho / 4, 3
+    pure = Fraction(math.isqrt(share.numerator * 2 * p * 10**12 // share.denominator), 10**6)
+    assert pure**2 / (2 * p) <= share < (pure + Fraction(1, 10**6)) ** 2 / (2 * p)
+    assert frame.dp.ledger.spent.rho == 2 * share + 2 * pure**2 / (2 * p)
     assert frame.dp.ledger.spent.rho <= rho
     parts = info["parts"]
-    assert [p["measure"] for p in parts] == ["zCDP"] * 3 + ["pure"] + ["zCDP"] * 3 + ["pure"]  # type: ignore[index, union-attr]
+    assert [p["measure"] for p in parts] == (["zCDP"] * 3 + ["pure"] * 3) * 2  # type: ignore[index, union-attr]
     assert [Fraction(p["rho_exact"]) for p in parts if p["measure"] == "zCDP"] == [share / 3] * 6  # type: ignore[index, union-attr, arg-type]
     assert info["split"]["x"]["percentiles"]["epsilon"] == float(pure)  # type: ignore[index, call-overload]
     assert info["mechanism"].startswith("discrete Gaussian")  # type: ignore[union-attr]

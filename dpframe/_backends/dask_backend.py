@@ -258,7 +258,8 @@ def _combination(expr: Any) -> str | None:
         return "repeat"
     if "Sample" in classes and expr.operand("replace"):
         return "repeat"
-    if "MapPartitions" in classes and getattr(expr.operand("func"), "method", None) == "melt":
+    melts = "func" in expr._parameters and getattr(expr.operand("func"), "method", None) == "melt"
+    if "MapPartitions" in classes and melts:
         return "repeat"  # ddf.melt: a row per melted column
     if classes & {"NLargest", "Head", "Tail"}:  # NSmallest is an NLargest
         return "selection"
