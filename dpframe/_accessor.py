@@ -1814,14 +1814,18 @@ class DPAccessor:
         -----
         For each column, the count (of non-missing values), mean and standard deviation
         come from one variance release (:meth:`var`'s parts: count, centred sum, centred
-        sum of squares); the percentiles from one :meth:`quantile` release. All read the
-        same rows, so their costs add (sequential composition): the whole table costs
-        ``epsilon``. With ``noise="gaussian"`` each column's three moment parts share
-        ``rho / (2 k)`` of zCDP (discrete Gaussian noise, L2 sensitivity of one row or,
-        with a privacy unit, of ``max_rows`` rows), and its percentiles are pure
-        ``epsilon_q``-DP with ``epsilon_q**2 / 2 <= rho / (2 k)``, which is
-        ``epsilon_q**2 / 2``-zCDP (Bun and Steinke 2016, Proposition 1.4): the table is
-        ``rho``-zCDP.
+        sum of squares); its ``p`` percentiles from :meth:`quantile`, each a release of
+        ``epsilon_q / p``. They read the same rows (with a privacy unit, each column's
+        rows are bounded on their own, its missing values left out first), so their
+        costs add (sequential composition): the whole table costs ``epsilon``. With
+        ``noise="gaussian"`` each column's three moment parts share ``rho / (2 k)`` of
+        zCDP (discrete Gaussian noise, L2 sensitivity of one row or, with a privacy unit,
+        of ``max_rows`` rows), and its percentiles are ``p`` pure releases of
+        ``epsilon_q / p``, ``p (epsilon_q / p)**2 / 2``-zCDP in all (Bun and Steinke
+        2016, Proposition 1.4), at most ``rho / (2 k)`` on a zCDP account: the table is
+        ``rho``-zCDP. On an (epsilon, delta) budget before its first zCDP release the
+        percentiles are charged first, as plain epsilon, so they get ``epsilon_q`` with
+        ``epsilon_q**2 / 2 <= rho / (2 k)`` instead.
 
         Examples
         --------
@@ -1855,7 +1859,9 @@ class DPAccessor:
             None if gaussian is None else gaussian.rho,
             None if gaussian is not None else _validation.epsilon(epsilon),
             len(columns),
-            len(levels),
+            # On a zCDP account the p percentiles cost epsilon**2 / (2 p); before it opens
+            # (an (epsilon, delta) budget) they are charged first, as plain epsilon.
+            len(levels) if self.ledger.remaining.rho is not None else 1,
         )
         moment_cost = (
             None if split.rho is None else (_plans.Gaussian(split.rho, None), contribution)

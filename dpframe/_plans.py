@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -296,8 +297,8 @@ def describe_split(
     if pure <= 0:
         raise InvalidParameterError(
             f"rho={show(rho)} leaves the percentiles of {columns} column(s) no epsilon "
-            f"on a grid of 1e-6 (epsilon**2 / (2 p) <= rho / {2 * columns} for "
-            f"p = {percentiles} percentiles); use a larger rho."
+            f"on a grid of 1e-6 (epsilon**2 / {2 * percentiles} <= rho / {2 * columns}); "
+            f"use a larger rho."
         )
     return DescribeSplit(Fraction(0), share_rho, pure, Fraction(0), percentiles)
 
@@ -864,7 +865,7 @@ def quantile_parts(
     (:func:`dpframe.mechanisms.quantile_of_counts`): on a zCDP account they cost
     ``k (epsilon / k)**2 / 2``, not ``epsilon**2 / 2``.
     """
-    levels = list(q) if isinstance(q, Sequence | np.ndarray) else [q]
+    levels = [q] if np.ndim(q) == 0 else list(cast(Sequence[float], q))
     if len(levels) <= 1:
         return (quantile_release(scope, epsilon, q, bounds, candidates),)
     share = epsilon / len(levels)

@@ -247,9 +247,9 @@ _SHARES_COVER = (
 
 
 _BOUNDED_MARGINS = (
-    "noise only: each cell's bar is the smallest that holds with probability at least "
-    "1 - alpha; each margin's holds with at least 1 - alpha by a tail or union bound on a "
-    "sum of cells' noise, wider than the smallest such bar"
+    "each cell's bar is the smallest that holds with probability at least 1 - alpha; each "
+    "margin's holds with at least 1 - alpha by a tail or union bound on a sum of cells' "
+    "noise, wider than the smallest such bar"
 )
 
 
@@ -282,7 +282,8 @@ def crosstab_result(
         release = plan.release.replace(noise_error_bound=plan.bars.shaped(table.shape))
         if options.margins and (plan.sensitivity_squared or options.nonnegative):
             # Geometric margins are exact (the law of a sum of cells' noise); these are not.
-            release = release.replace(error_bound_covers=covers_like(release, _BOUNDED_MARGINS))
+            covers = f"{release.error_bound_covers}; {_BOUNDED_MARGINS}"
+            release = release.replace(error_bound_covers=covers)
     else:
         raw = crosstab_frame(
             cells, rows, columns, margins=True, margins_name=options.margins_name, normalize=False

@@ -944,13 +944,17 @@ def in_call_terms(method: Callable[_P, _R]) -> Callable[_P, _R]:
 def _per_row_note(method: str, kwargs: Mapping[str, object], text: str) -> str | None:
     """The note :func:`in_call_terms` adds, or None when the figures are the caller's."""
     asked = kwargs.get("epsilon")
+    if kwargs.get("rho") is not None:
+        return None  # a zCDP cost: no epsilon is divided
     try:
         caller = epsilon(asked)
     except (DPFrameError, TypeError, ValueError):  # a bad epsilon: its refusal says so
         return None
     if _PER_ROW in text or re.search(rf"epsilon[= ]\(?{re.escape(show(caller))}\b", text):
         return None
-    if not re.search(r"epsilon[= (]", text):
+    # a figure quoted as an epsilon ("epsilon=250", "epsilon 1.25e-18", "epsilon per
+    # quantile (6.25e+04)"), not a word of a sentence about rho
+    if not re.search(r"epsilon(?:=| | per quantile \()[0-9]", text):
         return None
     rows, groups = kwargs.get("max_rows"), kwargs.get("max_groups")
     if not all(
@@ -973,6 +977,8 @@ def _per_row_note(method: str, kwargs: Mapping[str, object], text: str) -> str |
             f"divided by max_rows * max_groups = {noise} for noise (the most rows one unit "
             f"moves){by_groups}"
         )
+    if steps and "per quantile" in text:
+        steps.append("split between the quantiles")
     if not steps:
         return None
     return f"{_PER_ROW}: the call's epsilon, {', then '.join(steps)}."

@@ -121,11 +121,41 @@ def test_bounded_margins_say_they_cover_at_least_their_level() -> None:
     assert "at least 1 - alpha by a tail" in str(
         dpframe.release_info(with_margins)["error_bound_covers"]
     )
+    # A sum table keeps its clamping caveat beside it.
+    frame["x"] = np.linspace(0, 1, 100)
+    sums = frame.dp.crosstab(
+        "k", "j", values="x", aggfunc="sum", bounds=(0, 1), noise="gaussian", rho=0.1,
+        margins=True,
+    )  # fmt: skip
+    covers = str(dpframe.release_info(sums)["error_bound_covers"])
+    assert "clamping" in covers
+    assert "by a tail" in covers
     # Validity twin: geometric margins are exact, and say nothing of a bound.
     plain = pd.DataFrame({"k": ["a", "b"] * 50, "j": ["x"] * 50 + ["y"] * 50})
     plain.dp.set_budget(epsilon=1.0, domains={"k": ["a", "b"], "j": ["x", "y"]})
     exact = plain.dp.crosstab("k", "j", epsilon=0.5, margins=True)
     assert "tail" not in str(dpframe.release_info(exact)["error_bound_covers"])
+
+
+def test_describe_with_gaussian_noise_fits_an_epsilon_delta_budget() -> None:
+    # Before the first zCDP release the percentiles are charged first, as plain epsilon:
+    # sized for a zCDP account (sqrt(p) more epsilon) the call no longer fit its budget.
+    frame = pd.DataFrame({"x": np.linspace(0, 1, 500), "y": np.linspace(0, 10, 500)})
+    frame.dp.set_budget(epsilon=1.0, delta=1e-6)
+    frame.dp.describe(
+        noise="gaussian", epsilon=1.0, delta=1e-6, bounds={"x": (0, 1), "y": (0, 10)},
+        percentiles=[0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99],
+    )  # fmt: skip
+    assert frame.dp.ledger.spent.epsilon <= 1
+    # Validity twin: on a rho budget the same call's percentiles get sqrt(7) more epsilon.
+    zcdp = pd.DataFrame({"x": np.linspace(0, 1, 500), "y": np.linspace(0, 10, 500)})
+    zcdp.dp.set_budget(rho=1.0)
+    table = zcdp.dp.describe(
+        noise="gaussian", rho=0.1, bounds={"x": (0, 1), "y": (0, 10)},
+        percentiles=[0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99],
+    )  # fmt: skip
+    split = dpframe.release_info(table)["split"]["x"]["percentiles"]  # type: ignore[index, call-overload]
+    assert split["epsilon"] == pytest.approx(math.sqrt(7 * 0.1 / 2), abs=1e-6)  # type: ignore[index]
 
 
 def test_the_call_is_charged_in_rho_and_recorded_as_zcdp() -> None:
@@ -229,6 +259,14 @@ def test_quantiles_refuse_gaussian_noise_and_cost_rho_on_a_zcdp_budget(call: Any
     assert frame.dp.ledger.history.empty
     frame.dp.median("x", epsilon=0.5, bounds=(0, 1))
     assert frame.dp.ledger.spent.rho == Fraction(1, 8)  # epsilon**2 / 2
+
+
+def test_a_zero_dimensional_q_is_one_quantile() -> None:
+    frame = pd.DataFrame({"x": np.linspace(0, 1, 200)})
+    frame.dp.set_budget(rho=1.0)
+    released = frame.dp.quantile("x", np.array(0.5), epsilon=0.5, bounds=(0, 1))
+    assert isinstance(released, float)
+    assert frame.dp.ledger.spent.rho == Fraction(1, 8)
 
 
 def test_quantiles_on_a_zcdp_budget_cost_each_its_own_epsilon() -> None:

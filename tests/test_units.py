@@ -620,6 +620,11 @@ def test_a_refused_epsilon_is_explained_in_the_calls_terms(panel: pd.DataFrame) 
             min_count=10, epsilon=1700.0, by="year", max_rows=2, max_groups=8
         ),
     ]
+    refusals.append(  # a rho refusal: no epsilon was divided
+        lambda: panel.dp.describe(
+            noise="gaussian", epsilon=1e-7, delta=1e-9, bounds={"wage": (0, 4)}, max_rows=8
+        )
+    )
     for refused_call in refusals:
         with pytest.raises(InvalidParameterError) as refused:
             refused_call()
