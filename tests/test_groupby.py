@@ -158,6 +158,25 @@ def test_dataframe_groupby_count_names_the_fix() -> None:
     assert len(frame.dp.ledger.history) == 0
 
 
+def test_a_count_of_a_string_column_names_the_fix() -> None:
+    frame = cps(epsilon=1)
+    with pytest.raises(InvalidParameterTypeError, match=r"size\(\.\.\., where=df\['union'\]"):
+        frame.dp.groupby("gender")["union"].count(epsilon=0.5)
+    # Validity twin: a numeric column is counted.
+    frame.dp.groupby("gender")["wage"].count(epsilon=0.5)
+    assert len(frame.dp.ledger.history) == 1
+
+
+def test_agg_refuses_names_that_are_not_strings_and_names_a_refused_share() -> None:
+    frame = cps(epsilon=10)
+    grouped = frame.dp.groupby("gender")["wage"]
+    with pytest.raises(InvalidParameterError, match=r"cannot release \[\['sum'\]\]"):
+        grouped.agg(["mean", ["sum"]], epsilon=1.0, bounds=(0, 50))  # type: ignore[list-item]
+    with pytest.raises(InvalidParameterError, match="splits epsilon evenly between its 2"):
+        grouped.agg(["size", "mean"], epsilon=1e4, bounds=(0, 50))
+    assert len(frame.dp.ledger.history) == 0
+
+
 # ---------------------------------------------------------------- labels like pandas
 
 
