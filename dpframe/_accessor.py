@@ -1504,9 +1504,13 @@ class DPAccessor:
         grid, _ = _quantiles.candidate_cells(checked, candidates)
         scope = self._scope("quantile", [column], groups, where, generator)
         per_row = contribution.noise_epsilon(eps)
-        release = contribution.charged(_plans.quantile_release(scope, per_row, q, checked, grid))
+        whole = _plans.quantile_release(scope, per_row, q, checked, grid)
+        release = contribution.charged(whole)
         parts = tuple(
-            map(contribution.charged, _plans.quantile_parts(scope, per_row, q, checked, grid))
+            map(
+                contribution.charged,
+                _plans.quantile_parts(whole, scope, per_row, q, checked, grid),
+            )
         )
 
         # Checked and charged per quantile: on a zCDP account k quantiles of epsilon / k
@@ -1876,11 +1880,13 @@ class DPAccessor:
             )
             # The bars of all the percentiles (the table's metadata), and each percentile
             # as the release of epsilon / p it is (the ledger's parts).
-            summaries[c] = contribution.charged(
-                _plans.quantile_release(scope, per_row, levels, b, None)
-            )
+            whole = _plans.quantile_release(scope, per_row, levels, b, None)
+            summaries[c] = contribution.charged(whole)
             quantiles = tuple(
-                map(contribution.charged, _plans.quantile_parts(scope, per_row, levels, b, None))
+                map(
+                    contribution.charged,
+                    _plans.quantile_parts(whole, scope, per_row, levels, b, None),
+                )
             )
             charged = (
                 moment.parts if moment_cost else tuple(map(contribution.charged, moment.parts))

@@ -853,6 +853,7 @@ def _moment_parts(
 
 
 def quantile_parts(
+    whole: Release,
     scope: Scope,
     epsilon: Fraction,
     q: float | Sequence[float],
@@ -861,13 +862,14 @@ def quantile_parts(
 ) -> tuple[Release, ...]:
     """The quantiles of one call as the releases they are: each at ``epsilon / k``.
 
-    The ``k`` quantiles are independent report-noisy-max draws of ``epsilon / k`` each
-    (:func:`dpframe.mechanisms.quantile_of_counts`): on a zCDP account they cost
-    ``k (epsilon / k)**2 / 2``, not ``epsilon**2 / 2``.
+    ``whole`` is :func:`quantile_release` of all of them (the one part of a single
+    quantile). The ``k`` quantiles are independent report-noisy-max draws of
+    ``epsilon / k`` each (:func:`dpframe.mechanisms.quantile_of_counts`): on a zCDP
+    account they cost ``k (epsilon / k)**2 / 2``, not ``epsilon**2 / 2``.
     """
     levels = [q] if np.ndim(q) == 0 else list(cast(Sequence[float], q))
     if len(levels) <= 1:
-        return (quantile_release(scope, epsilon, q, bounds, candidates),)
+        return (whole,)
     share = epsilon / len(levels)
     return tuple(quantile_release(scope, share, level, bounds, candidates) for level in levels)
 

@@ -90,13 +90,19 @@ def _present_codes(column: pd.Series, domain: pd.Index) -> Codes:
     try:
         codes, uniques = values.factorize(use_na_sentinel=True)
     except (TypeError, ValueError, NotImplementedError) as failed:  # Arrow's errors included
-        raise DomainError(
-            f"the values of {column.name!r} ({column.dtype}) cannot be grouped: keys must be "
-            f"hashable scalars (not lists or dicts). Turn them into strings or tuples first."
-        ) from failed
+        raise unhashable_keys(column) from failed
     mapping = np.append(domain.get_indexer(pd.Index(uniques)), -1)
     small = np.int32 if len(domain) < 2**31 else np.int64
     return np.asarray(mapping.astype(small)[codes])  # codes == -1 picks the appended -1
+
+
+def unhashable_keys(column: pd.Series) -> DomainError:
+    """The refusal of a key column whose values cannot be grouped (lists, dicts)."""
+    return DomainError(
+        f"the values of {column.name!r} ({column.dtype}) cannot be grouped: keys must be "
+        f"hashable scalars (not lists or dicts). Turn them into strings or tuples first, "
+        f"e.g. df[{column.name!r}].astype(str)."
+    )
 
 
 def _arrow_codes(arrow: Any, domain: pd.Index) -> Codes | None:

@@ -22,7 +22,6 @@ from dpframe._ledger import Ledger
 from dpframe._random import bit_source
 from dpframe._typing import ColumnLabel, Domain, Where
 from dpframe.errors import (
-    DomainError,
     DPFrameError,
     InvalidParameterError,
     LedgerConflictError,
@@ -212,11 +211,7 @@ class PandasBackend:
         try:
             found = pd.unique(column.dropna().to_numpy(dtype=object))
         except TypeError as unhashable:
-            raise DomainError(
-                f"the values of {name!r} ({column.dtype}) cannot be grouped: keys must be "
-                f"hashable scalars of one type (not lists or dicts). Convert the column "
-                f"first, e.g. df[{name!r}].astype(str)."
-            ) from unhashable
+            raise kernels.unhashable_keys(column) from unhashable
         keys = pd.Index(found, dtype=object)
         return Group(name, observed_domain(keys, column.dtype, name), column.dtype)
 
