@@ -252,9 +252,8 @@ def test_sum_table_matches_the_total() -> None:
     assert int(table.sum()) == kernels.sum_total(grid, values, inside)
     assert table[3] == kernels.sum_total(grid, values, keys == 3)
     chosen = values[(keys == 3) & ~np.isnan(values)]
-    units = grid.units_into(chosen, np.empty(len(chosen)))
-    assert table[3] == int(units.sum())
-    assert np.array_equal(units, np.rint(np.clip(chosen, -2e3, 2e3) / grid.step))
+    units = np.rint(np.clip(chosen, -2e3, 2e3) / grid.step)
+    assert table[3] == sum(int(u) for u in units)
 
 
 def test_count_table_matches_pandas_across_blocks() -> None:

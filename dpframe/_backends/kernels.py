@@ -11,12 +11,14 @@ of every row is built in a small scratch array and counted with ``np.bincount``,
 stays bounded by the block size, not by the number of rows.
 
 Sums are exact: each value is clamped into its bounds, scaled by a power of two and
-rounded onto an integer grid of at most 2**32 steps per value, and the integers are
-summed exactly: one float64 ``np.bincount`` (or ``sum``) per block of at most 2**21
-rows, where every partial sum is an integer below 2**53 and so exact in any order; the
-blocks are added in int64, flushed into Python integers every 2**29 rows, so sums of any
-number of rows are exact and never refused. Float summation order, rounding and overflow
-therefore cannot change a sum's sensitivity (Casacuberta et al., CCS 2022).
+rounded (half to even) onto an integer grid of at most 2**32 steps per value, and the
+integers are added in int64 by one compiled loop over the rows (``_sums.c``, which
+computes each row's steps with the same double operations as numpy's ``clip``,
+``multiply`` and ``rint``, in the same order); int64 tables of at most 2**29 rows are
+added as Python integers, so sums of any number of rows are exact and never refused.
+Float summation order, rounding and overflow therefore cannot change a sum's
+sensitivity (Casacuberta et al., CCS 2022). Counts need no compiled code: they are
+``np.bincount`` of the cell numbers, block by block.
 
 These kernels know nothing of pandas frames beyond reading one column's codes, and
 nothing of noise; the backends call them.
@@ -33,6 +35,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpframe._backends import _sums
 from dpframe.errors import DomainError
 
 __all__ = [
@@ -51,9 +54,9 @@ __all__ = [
 # Grid for sums: a clamped value v is stored as round(v / step) with
 # step = 2**(ceil(log2(max |bound|)) - SUM_GRID_BITS), so |v / step| <= 2**SUM_GRID_BITS.
 SUM_GRID_BITS = 32
-_BLOCK = 1 << 17  # rows per block: fits L2 as int16 keys; block sums stay below 2**49
-# Largest block of a sum: 2**21 values of at most 2**32 units add up below 2**53, exactly.
-_MAX_SUM_BLOCK = 1 << (53 - SUM_GRID_BITS)
+_BLOCK = 1 << 17  # rows per block of a count: fits L2 as int16 keys
+# The transformations of a grid, as the compiled kernel reads them.
+_CENTRED, _SQUARED, _PRESENT = 1, 2, 4
 # int64 running sums are moved into Python integers every this many rows (2**29 * 2**32
 # = 2**61 < 2**63), so no sum can wrap, whatever the number of rows.
 _FLUSH_ROWS = 1 << 29
@@ -160,10 +163,8 @@ def _block_keys(
     return key
 
 
-def _scratch(
-    n: int, full: int, dtype: type[np.signedinteger] | None = None
-) -> NDArray[np.signedinteger]:
-    return np.empty(min(n, max(_BLOCK, 4 * full)), dtype=dtype or _key_dtype(full))
+def _scratch(n: int, full: int) -> NDArray[np.signedinteger]:
+    return np.empty(min(n, max(_BLOCK, 4 * full)), dtype=_key_dtype(full))
 
 
 def _shift(sizes: Sequence[int]) -> int:
@@ -227,61 +228,26 @@ class SumGrid:
             return self.limit
         return int(max(abs(round(self.lo / self.step)), abs(round(self.hi / self.step))))
 
-    def units_into(
-        self,
-        values: NDArray[np.float64],
-        out: NDArray[np.float64],
-        keep: NDArray[np.bool_] | None = None,
-        *,
-        complete: bool = False,
-    ) -> NDArray[np.float64]:
-        """Each value in whole grid steps, as float64, written into ``out``.
-
-        Values are clamped into [lo, hi] (±inf included) and rounded to the grid; NaN and
-        rows outside ``keep`` become 0 steps, which leaves them out of any sum.
-        ``complete`` says the caller knows there is no NaN (the scan is skipped).
-        """
-        units = out[: len(values)]
-        if self.present:
-            np.copyto(units, np.where(np.isnan(values), 0.0, 1.0))
-        else:
-            np.clip(values, self.lo, self.hi, out=units)
-            if self.radius is not None:
-                # No second clamp: the radius is at least the distance from the centre to
-                # either bound, rounded up, and float subtraction is monotone, so every
-                # centred value already lies within it.
-                units -= self.centre
-            if self.square_centre is not None:
-                units *= units
-                units -= self.square_centre
-                np.clip(units, -self.square_centre, self.square_centre, out=units)
-            units *= 1.0 / self.step  # a power of two: exact
-            np.rint(units, out=units)
-            if not complete:
-                np.copyto(units, 0.0, where=np.isnan(units))
-        if keep is not None:
-            np.copyto(units, 0.0, where=~keep)
-        return units
-
-
-def _as_exact(running: NDArray[np.int64], flushed: NDArray[np.object_] | None) -> NDArray[Any]:
-    """The int64 running sums, plus what was flushed into Python integers (if anything)."""
-    return running if flushed is None else flushed + running.astype(object)
+    def spec(self) -> tuple[float, float, float, float, float, int]:
+        """This grid as the compiled kernel reads it (see ``_sums.c``)."""
+        flags = (
+            (_CENTRED if self.radius is not None else 0)
+            | (_SQUARED if self.square_centre is not None else 0)
+            | (_PRESENT if self.present else 0)
+        )
+        return (
+            self.lo,
+            self.hi,
+            1.0 / self.step,  # a power of two: exact
+            self.centre,
+            0.0 if self.square_centre is None else self.square_centre,
+            flags,
+        )
 
 
 def sum_total(grid: SumGrid, values: NDArray[np.float64], mask: NDArray[np.bool_] | None) -> int:
-    """Exact clamped sum in grid units (a Python int), leaving out NaN and rows outside ``mask``.
-
-    Within a block every rounded value is an integer of magnitude at most 2**32, so
-    float64 adds a block's (at most 2**17) of them exactly, in any order: all partial
-    sums are integers below 2**53. Blocks are then added as Python integers.
-    """
-    total = 0
-    buffer = np.empty(min(len(values), _BLOCK), dtype=np.float64)
-    for rows in _blocks(len(values), 1):
-        keep = None if mask is None else mask[rows]
-        total += int(grid.units_into(values[rows], buffer, keep).sum())
-    return total
+    """Exact clamped sum in grid units (a Python int), leaving out NaN and rows outside ``mask``."""
+    return int(sum_tables([grid], values, [], [], mask)[0])
 
 
 def sum_table(
@@ -293,10 +259,9 @@ def sum_table(
 ) -> NDArray[Any]:
     """Exact per-cell clamped sums in grid units, shape ``sizes``.
 
-    One float64 ``np.bincount`` per block of signed grid units: a block holds at most
-    2**21 rows, so every partial sum is an integer below 2**53 and exact. The result is
-    int64, or an object array of Python integers when more than 2**29 rows were added
-    (so that nothing can wrap).
+    Each row's value in whole grid steps (an integer of magnitude at most 2**32) is
+    added to its cell in int64 by the compiled kernel; the result is int64, or an object
+    array of Python integers when more than 2**29 rows were added (so nothing can wrap).
     """
     return sum_tables([grid], values, codes, sizes, mask)[0]
 
@@ -310,55 +275,35 @@ def sum_tables(
 ) -> list[NDArray[Any]]:
     """Several exact sums of one column per cell (the parts of a mean), in one pass.
 
-    As :func:`sum_table`, each grid on its own transformation of the values; the cell
-    numbers of each block are computed once for all of them. Without groupings
-    (``codes`` empty) each result is a 0-d array holding the total.
-
-    NaN (a missing value, left out of every sum) is found without a scan of its own
-    where a grid sums values: a NaN unit makes its cell's float64 sum NaN (the units
-    are finite otherwise), and only then is the block summed again with NaN as 0. That
-    sum also tells whether a count (``present``) may count every row of the block.
+    As :func:`sum_table`, each grid on its own transformation of the values, all of
+    them in one pass of the compiled kernel over the rows. Without groupings (``codes``
+    empty) each result is a 0-d array holding the total as a Python integer.
     """
+    # Cell 0 holds the rows of no cell (outside the mask, or a key outside its domain);
+    # without groupings the kernel's table is that cell and the total.
+    full = math.prod(s + 1 for s in sizes) if codes else 2
+    specs = tuple(grid.spec() for grid in grids)
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    columns = [np.ascontiguousarray(code) for code in codes]
+    keep = None if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
+    tables: NDArray[Any] = np.zeros((len(grids), full), dtype=np.int64)
+    # int64 tables of at most 2**29 rows (each at most 2**32 steps) cannot wrap; beyond
+    # that many rows, they are added as Python integers.
+    for start in range(0, len(values), _FLUSH_ROWS):
+        rows = slice(start, start + _FLUSH_ROWS)
+        chunk = np.zeros((len(grids), full), dtype=np.int64)
+        _sums.add_sums(
+            values[rows],
+            tuple(code[rows] for code in columns),
+            tuple(sizes),
+            None if keep is None else keep[rows],
+            specs,
+            chunk.reshape(-1),  # a view: the kernel adds into chunk
+        )
+        tables = chunk if start == 0 else tables.astype(object) + chunk.astype(object)
     if not codes:
-        return [np.array(sum_total(grid, values, mask), dtype=object) for grid in grids]
-    full = math.prod(s + 1 for s in sizes)
-    running = [np.zeros(full, dtype=np.int64) for _ in grids]
-    flushed: list[NDArray[np.object_] | None] = [None for _ in grids]
-    since_flush = 0
-    # np.bincount converts its input to intp on every call: with several sums per block,
-    # converting once (wider keys) is cheaper.
-    scratch = _scratch(len(values), full, np.intp if len(grids) > 1 else None)
-    shift = _shift(sizes)
-    buffer = np.empty(min(len(values), max(_BLOCK, 4 * full), _MAX_SUM_BLOCK), dtype=np.float64)
-    # The sums of values first: they tell the counts whether the block holds a NaN.
-    order = sorted(range(len(grids)), key=lambda i: grids[i].present)
-    for rows in _blocks(len(values), full, cap=_MAX_SUM_BLOCK):
-        keys = _block_keys(codes, sizes, rows, scratch, shift)
-        keep = None if mask is None else mask[rows]
-        block = values[rows]
-        has_nan: bool | None = None  # among the kept rows; None: not known yet
-        for i in order:
-            grid = grids[i]
-            if grid.present and keep is None:
-                if has_nan is None:
-                    has_nan = bool(np.isnan(block.min(initial=0.0)))  # min is NaN if any is
-                if not has_nan:  # every row counts once: an integer bincount
-                    running[i] += np.bincount(keys, minlength=full)
-                    continue
-            units = grid.units_into(block, buffer, keep, complete=has_nan is not True)
-            sums = np.bincount(keys, weights=units, minlength=full)
-            if has_nan is None and not grid.present:
-                has_nan = bool(np.isnan(sums).any())
-                if has_nan:  # sum again, with NaN as 0
-                    units = grid.units_into(block, buffer, keep, complete=False)
-                    sums = np.bincount(keys, weights=units, minlength=full)
-            running[i] += sums.astype(np.int64)
-        since_flush += rows.stop - rows.start
-        if since_flush >= _FLUSH_ROWS:
-            flushed = [_as_exact(r, f) for r, f in zip(running, flushed, strict=True)]
-            running = [np.zeros(full, dtype=np.int64) for _ in grids]
-            since_flush = 0
-    return [_drop_outside(_as_exact(r, f), sizes) for r, f in zip(running, flushed, strict=True)]
+        return [np.array(int(table[1]), dtype=object) for table in tables]
+    return [_drop_outside(table, sizes) for table in tables]
 
 
 # ---------------------------------------------------------------- bounds estimation

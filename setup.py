@@ -1,0 +1,25 @@
+"""Build of dpframe's one compiled kernel (everything else is in pyproject.toml).
+
+``dpframe._backends._sums`` adds clamped values in whole grid steps per cell, exactly in
+int64; its exactness needs IEEE double arithmetic without fused multiply-adds, hence the
+flags (see the comment at the top of the C file).
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+if sys.platform == "win32":
+    flags = ["/O2", "/fp:precise"]
+else:
+    flags = ["-O3", "-ffp-contract=off", "-fno-fast-math"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "dpframe._backends._sums",
+            sources=["dpframe/_backends/_sums.c"],
+            extra_compile_args=flags,
+        )
+    ]
+)
