@@ -2,7 +2,9 @@
 
 Run: ``python benchmarks/bench_statistics.py``. The cases of each comparison run
 interleaved (one of each per round), single-threaded, in one process; medians and
-ratios are printed (the machine is shared and noisy: compare ratios, not times).
+ratios are printed (the machine is shared and noisy: compare ratios, not times), and
+the peak resident memory each case adds (Linux VmHWM, reset through /proc/self/clear_refs:
+tracemalloc misses Arrow's buffers).
 The floor for a grouped sum is one ``np.bincount`` with weights on codes combined
 beforehand (outside the timing).
 """
@@ -21,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _timing  # noqa: F401  (sets single-threaded BLAS before numpy is imported)
 import numpy as np
 import pandas as pd
+from bench_bounding import peak_rss_mib
 
 import dpframe
 
@@ -28,8 +31,13 @@ N = 10_000_000
 ROUNDS = 7
 
 
+_LAST_CASES: dict[str, Callable[[], object]] = {}
+
+
 def interleaved(cases: dict[str, Callable[[], object]], rounds: int = ROUNDS) -> dict[str, float]:
     """Median seconds of each case, the cases alternating within every round."""
+    _LAST_CASES.clear()
+    _LAST_CASES.update(cases)  # report() measures their peak memory after the timing
     for case in cases.values():  # warm up (plans, caches) outside the timing
         case()
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -49,7 +57,7 @@ def report(title: str, medians: dict[str, float], baseline: str, also: str | Non
         )
         if also is not None:
             line += f"   {seconds / medians[also]:6.2f}x pandas"
-        print(line)
+        print(f"{line}   peak RSS +{peak_rss_mib(_LAST_CASES[name]):5.0f} MiB")
 
 
 def main() -> None:

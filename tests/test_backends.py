@@ -176,13 +176,18 @@ def test_compiled_sums_equal_numpy_row_by_row(
         square_centre=square_centre,
     )
     present = SumGrid(0.0, 1.0, 1.0, present=True, limit=1)
-    grids = [plain, centred, squared, present]
+    # any order and any subset: a count rides along with the first grid of values
+    grids = data.draw(st.permutations([plain, centred, squared, present]))
+    grids = grids[: data.draw(st.integers(1, 4))]
     drawn = data.draw(st.lists(_VALUES, min_size=0, max_size=50))
     values = gen.uniform(lo - 1.0, hi + 1.0, n)
     values[: min(n, len(drawn))] = drawn[:n]
     # exact half steps, where rounding half to even differs from every other rounding
     halves = gen.random(n) < 0.2
     values[halves] = (gen.integers(-(2**20), 2**20, int(halves.sum())) + 0.5) * plain.step
+    values[gen.random(n) < 0.05] = np.nan
+    values[gen.random(n) < 0.01] = np.inf
+    values[gen.random(n) < 0.01] = -np.inf
     gen.shuffle(values)
     codes = [
         gen.integers(-1, size, n).astype(dtype) for size, dtype in zip(sizes, dtypes, strict=False)

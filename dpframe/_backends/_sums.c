@@ -196,7 +196,9 @@ add_block(const grid_spec *g, const double *values, const Py_ssize_t *keys, Py_s
 
 /* Rows [0, n) of one code column (codes NULL: no column, every row in cell 1), one grid:
  * each row's cell number is computed as it is read (code + 1; 0 outside the mask), and
- * the loop is specialised for each kind of grid. -1 if a code lies outside [-1, size). */
+ * the loop is specialised for each kind of grid. With counts, the same loop also counts
+ * the values present (the count of a mean, without a loop of its own). -1 if a code lies
+ * outside [-1, size). */
 #define ROWS(type, UNITS)                                                            \
     for (Py_ssize_t i = 0; i < n; i++) {                                             \
         Py_ssize_t key = codes == NULL ? 1 : (Py_ssize_t)codes[i] + 1;               \
@@ -207,12 +209,16 @@ add_block(const grid_spec *g, const double *values, const Py_ssize_t *keys, Py_s
         double x = values[i];                                                        \
         int64_t present = (x == x);                                                  \
         table[key] += present ? (UNITS) : 0;                                         \
+        if (counts != NULL) {                                                        \
+            counts[key] += present;                                                  \
+        }                                                                            \
     }
 #define ADD_ONE_COLUMN(type)                                                         \
     static int add_one_column_##type(const grid_spec *g, const double *restrict values, \
                                      const type *restrict codes, Py_ssize_t size,    \
                                      const uint8_t *restrict mask, Py_ssize_t n,     \
-                                     int64_t *restrict table)                        \
+                                     int64_t *restrict table,                        \
+                                     int64_t *restrict counts)                       \
     {                                                                                \
         switch (g->flags) {                                                          \
         case 0: ROWS(type, (int64_t)grid_units_as(g, present ? x : 0.0, 0)) break;   \
@@ -355,18 +361,35 @@ add_sums(PyObject *Py_UNUSED(module), PyObject *args)
         Py_ssize_t size = ncolumns ? columns[0].size : 1;
         Py_ssize_t itemsize = ncolumns ? columns[0].itemsize : 1;
         const char *codes0 = ncolumns ? columns[0].data : NULL;
+        /* A count grid rides along with the first grid of values, if there is one. */
+        Py_ssize_t counted = -1, rider = -1;
+        for (Py_ssize_t k = 0; k < ngrids; k++) {
+            if ((specs[k].flags & PRESENT) && counted < 0) {
+                counted = k;
+            }
+            else if (!(specs[k].flags & PRESENT) && rider < 0) {
+                rider = k;
+            }
+        }
+        if (rider < 0) {
+            counted = -1;
+        }
         for (Py_ssize_t start = 0; start < n && !failed; start += BLOCK) {
             Py_ssize_t count = n - start < BLOCK ? n - start : BLOCK;
             const char *codes = codes0 == NULL ? NULL : codes0 + start * itemsize;
             const uint8_t *kept = mask == NULL ? NULL : mask + start;
             for (Py_ssize_t k = 0; k < ngrids && !failed; k++) {
+                if (k == counted) {
+                    continue;
+                }
                 int64_t *table = tables + k * full;
+                int64_t *counts = k == rider && counted >= 0 ? tables + counted * full : NULL;
                 const double *block = data + start;
                 switch (itemsize) {
-                case 1: failed = add_one_column_int8_t(&specs[k], block, (const int8_t *)codes, size, kept, count, table); break;
-                case 2: failed = add_one_column_int16_t(&specs[k], block, (const int16_t *)codes, size, kept, count, table); break;
-                case 4: failed = add_one_column_int32_t(&specs[k], block, (const int32_t *)codes, size, kept, count, table); break;
-                default: failed = add_one_column_int64_t(&specs[k], block, (const int64_t *)codes, size, kept, count, table); break;
+                case 1: failed = add_one_column_int8_t(&specs[k], block, (const int8_t *)codes, size, kept, count, table, counts); break;
+                case 2: failed = add_one_column_int16_t(&specs[k], block, (const int16_t *)codes, size, kept, count, table, counts); break;
+                case 4: failed = add_one_column_int32_t(&specs[k], block, (const int32_t *)codes, size, kept, count, table, counts); break;
+                default: failed = add_one_column_int64_t(&specs[k], block, (const int64_t *)codes, size, kept, count, table, counts); break;
                 }
             }
         }
