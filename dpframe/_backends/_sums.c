@@ -26,6 +26,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(_MSC_VER) && !defined(__clang__)
+#define restrict __restrict /* MSVC's C spells it so */
+#endif
+
 #define BLOCK 2048
 #define MAX_COLUMNS 32
 #define MAX_GRIDS 8
