@@ -168,8 +168,8 @@ def test_compiled_sums_equal_numpy_row_by_row(
     hi = lo + width
     plain = SumGrid.for_bounds(lo, hi)
     centre = (lo + hi) / 2
-    centred = dataclasses.replace(plain, centre=centre, radius=hi - centre)
-    square_centre = (hi - centre) ** 2 / 2
+    centred = dataclasses.replace(plain, centre=centre, radius=max(hi - centre, centre - lo))
+    square_centre = centred.radius**2 / 2
     squared = dataclasses.replace(
         centred,
         step=SumGrid.for_bounds(-square_centre, square_centre).step,
@@ -285,3 +285,26 @@ def test_compiled_sums_let_other_threads_run() -> None:
             )
         )
     assert together == alone
+
+
+def test_compiled_sums_refuse_tables_whose_size_overflows() -> None:
+    """8 grids of 2**61 + 1 cells wrap to 8 in a product: refused before any write."""
+    grid = SumGrid.for_bounds(0.0, 1.0).spec()
+    values, codes = np.array([1.0]), (np.array([7], np.int64),)
+    with pytest.raises(OverflowError, match="too many cells"):
+        _sums.add_sums(values, codes, (2**61,), None, (grid,) * 8, np.zeros(8, np.int64))
+    out = np.zeros(2 * 9, np.int64)  # twin: 8 cells and 2 grids fit
+    _sums.add_sums(values, codes, (np.int64(8),), None, (grid,) * 2, out)  # numpy sizes too
+    assert out.tolist() == [0] * 8 + [1 << 32] + [0] * 8 + [1 << 32]
+    with pytest.raises(TypeError, match="tuple"):
+        _sums.add_sums(values, codes, (8,), None, (list(grid),), out[:9])
+
+
+def test_a_grid_whose_radius_misses_a_bound_is_refused() -> None:
+    """The kernel does not clamp to ±radius: a radius short of a bound would leave values
+    beyond the sensitivity the grid's limit claims."""
+    grid = SumGrid(0.0, 10.0, 2.0**-28, centre=5.0, radius=4.0)
+    with pytest.raises(dpframe.errors.DPFrameError, match="radius"):
+        kernels.sum_total(grid, np.array([10.0]), None)
+    covering = dataclasses.replace(grid, radius=5.0)
+    assert kernels.sum_total(covering, np.array([10.0]), None) == 5 * 2**28

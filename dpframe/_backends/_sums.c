@@ -13,8 +13,8 @@
  *     -ffp-contract=off / /fp:precise), and no -ffast-math;
  *   - |units| <= 2**32 per row (checked on the grid's extremes before any row is
  *     read: a larger grid is an error, never a wrap);
- *   - at most 2**29 rows per call into one table (the caller's job), so that no int64
- *     sum can exceed 2**61.
+ *   - at most 2**29 rows per call (checked), into a table that starts at zero (the
+ *     caller's job), so that no int64 sum can exceed 2**61.
  * Rows whose value is NaN add nothing (and are not counted as present); rows outside
  * the mask go to cell 0, the cell of no key, which the caller drops (with no code
  * columns, the table has two cells: that one and the total).
@@ -33,6 +33,8 @@
 #define BLOCK 2048
 #define MAX_COLUMNS 32
 #define MAX_GRIDS 8
+/* 2**29 rows of at most 2**32 steps: no int64 sum can pass 2**61 */
+#define MAX_ROWS ((Py_ssize_t)1 << 29)
 
 /* Adding and subtracting 1.5 * 2**52 rounds a double of magnitude below 2**51 to an
  * integer, half to even, in the default rounding mode: exactly np.rint there. */
@@ -269,6 +271,10 @@ add_sums(PyObject *Py_UNUSED(module), PyObject *args)
     grid_spec specs[MAX_GRIDS];
     for (Py_ssize_t k = 0; k < ngrids; k++) {
         grid_spec *g = &specs[k];
+        if (!PyTuple_Check(PyTuple_GET_ITEM(grids, k))) {
+            PyErr_SetString(PyExc_TypeError, "each grid must be a tuple");
+            return NULL;
+        }
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(grids, k), "dddddi", &g->lo, &g->hi,
                               &g->inv_step, &g->centre, &g->square_centre, &g->flags)) {
             return NULL;
@@ -295,19 +301,25 @@ add_sums(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     n = values->len / 8;
+    if (n > MAX_ROWS) {
+        PyErr_SetString(PyExc_ValueError, "at most 2**29 rows per call (int64 sums)");
+        goto done;
+    }
     for (Py_ssize_t j = 0; j < ncolumns; j++) {
         if (get_buffer(PyTuple_GET_ITEM(codes, j), &views[held], 0, "codes") != 0) {
             goto done;
         }
         Py_buffer *view = &views[held++];
-        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, j));
+        Py_ssize_t size = PyNumber_AsSsize_t(PyTuple_GET_ITEM(sizes, j), PyExc_OverflowError);
         if (size < 0) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_ValueError, "sizes must not be negative");
             }
             goto done;
         }
-        if (!signed_format(view) || view->len / view->itemsize != n) {
+        if (!signed_format(view) || (view->itemsize != 1 && view->itemsize != 2
+                                     && view->itemsize != 4 && view->itemsize != 8)
+            || view->len / view->itemsize != n) {
             PyErr_SetString(PyExc_TypeError,
                             "codes must be signed integers, one per value");
             goto done;
@@ -349,6 +361,10 @@ add_sums(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     Py_buffer *out = &views[held++];
+    if (full > PY_SSIZE_T_MAX / 8 / ngrids) {
+        PyErr_SetString(PyExc_OverflowError, "too many cells");
+        goto done;
+    }
     if (out->itemsize != 8 || !signed_format(out) || out->len / 8 != full * ngrids) {
         PyErr_SetString(PyExc_TypeError, "out must be int64 of len(grids) * cells");
         goto done;
@@ -436,6 +452,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_sums", "Exact clamped sums per cell, in one pass.", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

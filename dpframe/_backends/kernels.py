@@ -36,7 +36,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe._backends import _sums
-from dpframe.errors import DomainError
+from dpframe.errors import DomainError, DPFrameError
 
 __all__ = [
     "LOG_EDGES",
@@ -200,7 +200,8 @@ class SumGrid:
 
     A plain sum adds each value clamped into ``[lo, hi]``. The parts of a mean or a
     variance (:mod:`dpframe._moments`) add a transformed value instead: the clamped value
-    minus ``centre``, clamped to ``±radius``; with ``square_centre`` set, that value
+    minus ``centre``, within ``±radius`` (which covers both bounds, so no clamp is
+    needed; :meth:`spec` refuses a grid where it does not); with ``square_centre`` set, that value
     squared minus ``square_centre``, clamped to ``±square_centre``; with ``present``, 1
     for every value that is not missing (a count on a grid of step 1). ``limit`` is the
     sensitivity in grid steps when the transformation fixes it.
@@ -230,6 +231,15 @@ class SumGrid:
 
     def spec(self) -> tuple[float, float, float, float, float, int]:
         """This grid as the compiled kernel reads it (see ``_sums.c``)."""
+        if self.radius is not None and not (
+            self.radius >= self.hi - self.centre and self.radius >= self.centre - self.lo
+        ):
+            # The kernel does not clamp to ±radius: that is exact only when the radius
+            # covers both bounds (float subtraction is monotone), as moment plans make it.
+            raise DPFrameError(
+                f"internal error: a grid's radius {self.radius!r} does not cover its bounds "
+                f"[{self.lo!r}, {self.hi!r}] around {self.centre!r}; please report"
+            )
         flags = (
             (_CENTRED if self.radius is not None else 0)
             | (_SQUARED if self.square_centre is not None else 0)
