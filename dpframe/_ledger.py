@@ -43,6 +43,7 @@ from dpframe.errors import (
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
+    PrivacyUnitError,
 )
 
 if TYPE_CHECKING:
@@ -83,7 +84,10 @@ _LEDGER_LOST = (
     "pandas drops the ledger (kept in df.attrs) when it builds a frame that is not derived "
     "from this one through attrs: pd.DataFrame(df), pivot, groupby(...).agg(func), "
     "value_counts, pd.crosstab, a merge/join/concat with a frame that carries no ledger "
-    "(use df.dp.merge or df.dp.join, which keep it), reading a CSV, or a frame "
+    "(use df.dp.merge or df.dp.join, which keep it), a concat of parts read back from "
+    "files saved at different moments of the ledger (touch part.dp.ledger on each part "
+    "first, then concat: do not set a new budget, the parts' data already spent some), "
+    "reading a CSV, or a frame "
     "derived from this data before set_budget was called (derive it again after); with "
     "Dask, persist() or to_parquet() of a concat or merge with a frame that has no ledger "
     "(persist the inputs, then combine them)"
@@ -443,6 +447,8 @@ class Ledger:
             "privacy_unit": None
             if self._privacy_unit is None
             else [encode_key(name) for name in self._privacy_unit],
+            # Saved so that a copy of a conflicted ledger keeps refusing in a new process.
+            **({} if self._conflict is None else {"conflict": self._conflict}),
         }
 
     def _domains_record(self) -> list[JSONValue]:
@@ -994,6 +1000,7 @@ class Ledger:
         row_labels: tuple[Hashable, ...] | None = None,
         row_count: int | None = None,
         releases: Sequence[Release] = (),
+        conflict: str | None = None,
     ) -> None:
         """Merge another copy's state conservatively: lowest total, highest spent.
 
@@ -1011,9 +1018,13 @@ class Ledger:
         them possibly none, one row per person) cannot be accounted together: releases
         bounded for one unit are not bounded for the other (unless the copy without a unit
         made no release). The ledger is then marked, and every later release from it is
-        refused (:meth:`require_budget`).
+        refused (:meth:`require_budget`); the mark is saved with the ledger, and a copy
+        that carries one (``conflict``) passes it on.
         """
         with self._lock:
+            conflicted_now = False
+            if conflict is not None and self._conflict is None:
+                self._conflict, conflicted_now = conflict, True
             if budget_set and self._budget_set and privacy_unit != self._privacy_unit:
                 # A copy with no unit that made no release yet adds no row-level release:
                 # the unit declared in the other copy (allowed before any release) holds.
@@ -1023,8 +1034,9 @@ class Ledger:
                     accounted_per_row = bool(self._releases)
                 else:  # two different units
                     accounted_per_row = True
-                if accounted_per_row:
+                if accounted_per_row and self._conflict is None:
                     self._conflict = _unit_conflict(self._privacy_unit, privacy_unit)
+                    conflicted_now = True
             account = self._account
             known = {_identity(release) for release in self._releases}
             # "(restored)" rows count too: in a high-water mark they are the dead ledger's
@@ -1072,7 +1084,7 @@ class Ledger:
                 self._row_labels, learned = row_labels, True
             if row_count is not None and (self._row_count is None or row_count < self._row_count):
                 self._row_count, learned = row_count, True
-            if added or lower_total or set_now or new_domains or learned:
+            if added or lower_total or set_now or new_domains or learned or conflicted_now:
                 self._changed(added)
 
     def _changed(self, added: Sequence[Release]) -> None:
@@ -1247,8 +1259,24 @@ class Transaction:
         error: BaseException | None,
         trace: types.TracebackType | None,
     ) -> None:
-        if self._parts:
-            self._ledger.charge_many(self._parts)
+        if not self._parts:
+            return
+        ledger = self._ledger
+        with ledger._lock:
+            # A unit declared by another thread after this call was planned (allowed while
+            # the ledger had no release): the parts were planned per row, with no bound on
+            # a unit's rows, so the result must not be released. Nothing is charged.
+            unit = ledger._privacy_unit
+            expected = None if unit is None else tuple(str(name) for name in unit)
+            if kind is None and any(part.privacy_unit != expected for part in self._parts):
+                raise PrivacyUnitError(
+                    f"the privacy unit {list(expected or ())!r} was declared while this "
+                    f"release was being computed for another unit "
+                    f"({list(self._parts[0].privacy_unit or ['one row'])!r}); it is "
+                    f"withheld and nothing was charged. Declare the unit before releasing, "
+                    f"then release again."
+                )
+            ledger.charge_many(self._parts)
 
 
 def _cost_of(release: Release) -> Cost:

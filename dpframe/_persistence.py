@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+import sys
 import threading
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
@@ -55,6 +56,8 @@ class _Mark:
     #: The ledger's own history (the live list: no copy per charge), so that a copy read
     #: back after the ledger died learns which releases were made, not only their sums.
     releases: Sequence[Release]
+    #: Why copies of the ledger could not be merged (every release refused), or None.
+    conflict: str | None = None
 
 
 # id -> its mark, for every ledger that was ever charged or given a budget in this
@@ -82,6 +85,7 @@ class _Registry:
             ledger.row_labels,
             ledger.row_count,
             ledger._releases,
+            ledger._conflict,
         )
         with _LOCK:
             _HIGH_WATER[ledger.id] = mark
@@ -121,7 +125,12 @@ def _parse_amount(value: object, what: str, *, allow_inf: bool) -> Fraction | fl
         raise _bad_record(f"{what} is not an exact number: {value!r}") from error
     if exact < 0:
         raise _bad_record(f"{what} is negative: {value!r}")
+    if exact > _LARGEST:  # no budget or cost dpframe writes is beyond float64's range
+        raise _bad_record(f"{what} is too large: {value!r:.40}")
     return exact
+
+
+_LARGEST = Fraction(sys.float_info.max)
 
 
 def _parse_finite(value: object, what: str) -> Fraction:
@@ -136,7 +145,10 @@ def _optional_float(value: object, what: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _bad_record(f"{what} should be a number or null, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError as error:  # an integer beyond float64's range
+        raise _bad_record(f"{what} is too large: {value!r:.40}") from error
 
 
 def _number(value: object, what: str) -> float:
@@ -218,7 +230,7 @@ def _parse_release(record: Mapping[str, object], where: str) -> Release:
         raise
     except KeyError as error:
         raise _bad_record(f"{where} lacks the field {error}") from error
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:
         raise _bad_record(f"{where} is malformed ({error})") from error
 
 
@@ -264,6 +276,7 @@ class _Saved:
     total: Total
     spent: tuple[Fraction, Fraction, Fraction]
     releases: tuple[Release, ...]
+    conflict: str | None = None
 
 
 def _parse_total(total: Mapping[str, object]) -> Total:
@@ -324,7 +337,11 @@ def _parse_state(state: object) -> _Saved:
     privacy_unit = (
         None if unit is None else tuple(_decode_key(name, "privacy_unit") for name in unit)
     )
+    conflict = state.get("conflict")
+    if conflict is not None and (not isinstance(conflict, str) or not conflict):
+        raise _bad_record("'conflict' must be a text, or absent")
     return _Saved(
+        conflict=conflict,
         ledger_id=ledger_id,
         privacy_unit=privacy_unit,
         budget_set=budget_set,
@@ -385,6 +402,7 @@ def _absorb(ledger: Ledger, copy: _Mark | _Saved, why: str) -> None:
         row_labels=copy.row_labels,
         row_count=copy.row_count,
         releases=copy.releases,
+        conflict=copy.conflict,
     )
 
 

@@ -23,6 +23,7 @@ from dpframe._budget import Budget
 from dpframe._ledger import Ledger
 from dpframe.errors import (
     BudgetExceededError,
+    BudgetNotSetError,
     InvalidParameterError,
     InvalidParameterTypeError,
     LedgerConflictError,
@@ -305,6 +306,92 @@ def test_validity_merging_units_silently_fails_the_conflict_test(
 ) -> None:
     monkeypatch.setattr(_ledger, "_unit_conflict", lambda ours, theirs: None)
     assert not _copies_with_other_units_are_refused()
+
+
+def _conflict_outlives_the_process(tmp_path: Path, *, strip: bool) -> str:
+    """Save a frame whose ledger holds a conflict (``strip``: without its mark, as before
+    it was saved), read it in a new process and try a release there."""
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    early = panel.dp.ledger.to_dict()
+    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains={"year": [1980, 1981]})
+    elsewhere = {**early, "budget_set": True, "total": {"epsilon": "4", "delta": "0"}}
+    _, other_ledger = budgeted_frame()
+    charge(other_ledger, F(1, 5))
+    elsewhere["history"] = [other_ledger.to_dict()["history"][0]]
+    elsewhere["spent"] = {"epsilon": "1/5", "delta": "0"}
+    copy_of = plain_frame()
+    copy_of.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
+    assert ledger_of(copy_of) is panel.dp.ledger  # merged: conflicted
+    with pytest.raises(LedgerConflictError):
+        panel.dp.count(epsilon=1.0, max_rows=1)
+    record = panel.dp.ledger.to_dict()
+    assert "conflict" in record
+    if strip:
+        del record["conflict"]
+    saved = panel.copy()
+    saved.attrs = {"dpframe": record}
+    saved.to_pickle(tmp_path / "merged.pkl")
+    script = (
+        "import sys, pandas as pd, dpframe\n"
+        "frame = pd.read_pickle(sys.argv[1])\n"
+        "try:\n"
+        "    frame.dp.count(epsilon=1.0, max_rows=1)\n"
+        "    print('released', frame.dp.ledger.spent.epsilon)\n"
+        "except dpframe.errors.LedgerConflictError:\n"
+        "    print('refused')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "merged.pkl")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return result.stdout.strip()
+
+
+def test_a_saved_conflict_is_refused_in_a_new_process(tmp_path: Path) -> None:
+    # The conflict was kept in memory only: a pickle of the merged frame released in a
+    # new process, accounted per person although one copy had counted per row.
+    assert _conflict_outlives_the_process(tmp_path, strip=False) == "refused"
+
+
+def test_validity_a_record_without_its_conflict_releases(tmp_path: Path) -> None:
+    assert _conflict_outlives_the_process(tmp_path, strip=True).startswith("released")
+
+
+def test_a_conflict_outlives_the_ledger_in_this_process() -> None:
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    early = panel.dp.ledger.to_dict()
+    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr")
+    elsewhere = {**early, "budget_set": True, "total": {"epsilon": "4", "delta": "0"}}
+    _, other_ledger = budgeted_frame()
+    charge(other_ledger, F(1, 5))
+    elsewhere["history"] = [other_ledger.to_dict()["history"][0]]
+    elsewhere["spent"] = {"epsilon": "1/5", "delta": "0"}
+    copy_of = plain_frame()
+    copy_of.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
+    ledger_of(copy_of)  # merged: conflicted
+    saved = pickle.dumps(panel)
+    del panel, copy_of
+    gc.collect()
+    # The high-water mark carries the conflict: a copy read back still refuses.
+    back = pickle.loads(saved)
+    with pytest.raises(LedgerConflictError):
+        back.dp.count(epsilon=1.0, max_rows=1)
+    # A copy saved before the merge (no conflict in its record) learns it from the mark.
+    early_copy = plain_frame()
+    early_copy.attrs["dpframe"] = early
+    with pytest.raises(LedgerConflictError):
+        ledger_of(early_copy).require_budget()
+
+
+def test_a_conflict_in_a_record_must_be_a_text() -> None:
+    record = {**ledger_of(plain_frame()).to_dict(), "id": "conflicted", "conflict": 3}
+    copy_of = plain_frame()
+    copy_of.attrs["dpframe"] = record
+    with pytest.raises(InvalidParameterError, match="conflict"):
+        ledger_of(copy_of)
 
 
 def test_a_copy_without_a_unit_that_released_nothing_does_not_conflict(tmp_path: Path) -> None:
@@ -766,3 +853,41 @@ def test_an_integer_domain_with_a_missing_key_survives_a_file(tmp_path: Path) ->
     restored = read.dp.ledger
     pd.testing.assert_index_equal(restored.domains["n"], frame.dp.ledger.domains["n"])
     read.dp.set_budget(epsilon=1.0, domains={"n": [1, 2, None]})  # the same code book
+
+
+def test_parts_saved_at_two_moments_concatenate_once_read(tmp_path: Path) -> None:
+    # pandas drops attrs that differ: the saved records of two moments of one ledger.
+    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
+    panel.dp.set_budget(epsilon=2.0, privacy_unit="nr", domains={"year": [1980, 1981]})
+    panel[panel.year < 1981].to_parquet(tmp_path / "p1.parquet")
+    panel.dp.count(epsilon=0.5, max_rows=2)
+    panel[panel.year >= 1981].to_parquet(tmp_path / "p2.parquet")
+    first, second = (pd.read_parquet(tmp_path / f"p{i}.parquet") for i in (1, 2))
+    with pytest.raises(BudgetNotSetError, match="concat of parts read back"):
+        pd.concat([first, second]).dp.count(epsilon=0.1, max_rows=2)
+    # The fix the message names: read each part's ledger, then combine.
+    first, second = (pd.read_parquet(tmp_path / f"p{i}.parquet") for i in (1, 2))
+    assert first.dp.ledger is second.dp.ledger
+    combined = pd.concat([first, second])
+    assert combined.dp.ledger is panel.dp.ledger
+    assert combined.dp.ledger.spent.epsilon == F(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("noise_scale", 10**400), ("alpha", 10**400), ("sensitivity", 10**400), ("epsilon", "1e400")],
+)
+def test_numbers_beyond_float_range_in_a_record_are_refused(field: str, value: object) -> None:
+    # They raised OverflowError (or restored, then broke the history display).
+    _, ledger = budgeted_frame()
+    charge(ledger, F(1, 5))
+    record = json.loads(json.dumps(ledger.to_dict()))
+    record["id"] = f"edited-{field}"
+    record["history"][0][field] = value
+    copy_of = plain_frame()
+    copy_of.attrs["dpframe"] = record
+    with pytest.raises(InvalidParameterError, match="not a valid dpframe ledger"):
+        len(ledger_of(copy_of).history)
+    record["history"][0][field] = ledger.to_dict()["history"][0][field]  # twin: as saved
+    copy_of.attrs["dpframe"] = {**record, "id": f"as-saved-{field}"}
+    assert len(ledger_of(copy_of).history) == 1

@@ -892,3 +892,34 @@ def test_a_unit_column_given_twice_is_refused_before_anything_is_charged() -> No
     with pytest.raises(InvalidParameterError, match="duplicate column"):
         doubled.dp.count(epsilon=0.5, max_rows=1)
     assert panel.dp.ledger.spent.epsilon == 0
+
+
+def _sum_while_a_unit_is_declared(monkeypatch: pytest.MonkeyPatch, *, declare: bool) -> float:
+    """A sum planned per row, during which (as another thread may) the unit is declared."""
+    from dpframe._backends import kernels
+
+    frame = pd.DataFrame({"pid": np.arange(40) // 10, "x": 50.0})  # 10 rows per person
+    frame.dp.set_budget(epsilon=1.0)
+    summed = kernels.sum_tables
+
+    def declaring(*args: Any, **kwargs: Any) -> Any:
+        if declare:  # allowed: the ledger has no release yet
+            frame.dp.set_budget(epsilon=1.0, privacy_unit="pid")
+        return summed(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "sum_tables", declaring)
+    frame.dp.sum("x", epsilon=0.5, bounds=(0, 100))
+    return float(frame.dp.ledger.spent.epsilon)
+
+
+def test_a_unit_declared_during_a_release_withholds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The release was planned with one row per person, without bounding any person's 10
+    # rows: charged 0.5 on a ledger that then said it accounts per person (true cost 5).
+    with pytest.raises(PrivacyUnitError, match="declared while this release"):
+        _sum_while_a_unit_is_declared(monkeypatch, declare=True)
+
+
+def test_validity_a_release_with_its_unit_unchanged_is_charged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _sum_while_a_unit_is_declared(monkeypatch, declare=False) == 0.5
