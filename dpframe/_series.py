@@ -176,7 +176,7 @@ class DPSeriesAccessor:
         if pd.api.types.is_float_dtype(values.dtype):
             # An Arrow float column keeps NaN as a value that pandas counts; dpframe's sums,
             # means and grouped counts take NaN as missing, and so does this count.
-            present &= ~np.isnan(values.to_numpy(dtype=np.float64, na_value=np.nan))
+            present &= ~np.isnan(_validation.numeric_values(values, self._name))
         frame = self._frame[present]
         if where is not None and not isinstance(where, str):
             # the same checks the accessor makes (another budget's condition is refused),

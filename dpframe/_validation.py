@@ -1051,13 +1051,37 @@ def where_mask(frame: pd.DataFrame, where: object) -> NDArray[np.bool_] | None:
         if not (where.dtype == np.bool_ or str(where.dtype) in ("boolean", "bool[pyarrow]")):
             raise InvalidParameterTypeError(f"where must be boolean, got dtype {where.dtype}.")
         return np.asarray(where.fillna(False).to_numpy(dtype=bool))
-    mask = np.asarray(where)
+    mask = _boolean_array(where)
     if mask.dtype != np.bool_ or mask.shape != (len(frame),):
         raise InvalidParameterTypeError(
             f"where must be a boolean array with one entry per row of the frame, a boolean "
             f"Series, or an expression string; got {type(where).__name__} of dtype "
             f"{getattr(mask, 'dtype', None)} and shape {getattr(mask, 'shape', None)}."
         )
+    return mask
+
+
+def _boolean_array(where: object) -> NDArray[Any]:
+    """``where`` as a numpy array; a missing value in a boolean mask is False.
+
+    pandas' boolean arrays (``boolean``, ``bool[pyarrow]``) turn into an object array
+    only when they hold a missing value (``.to_numpy()`` too): read them as booleans with
+    NA as False, as a boolean Series is, so that whether a mask is accepted never depends
+    on whether some person's value is missing.
+    """
+    dtype = str(getattr(where, "dtype", ""))
+    if isinstance(where, pd.api.extensions.ExtensionArray) and dtype in (
+        "boolean",
+        "bool[pyarrow]",
+    ):
+        return np.asarray(pd.array(where, dtype="boolean").fillna(False).to_numpy(dtype=bool))
+    mask = np.asarray(where)
+    if (
+        mask.dtype == object
+        and mask.ndim == 1
+        and pd.api.types.infer_dtype(mask, skipna=True) in ("boolean", "empty")
+    ):
+        return np.asarray(pd.array(mask, dtype="boolean").fillna(False).to_numpy(dtype=bool))
     return mask
 
 
@@ -1167,12 +1191,21 @@ def _example_row(frame: pd.DataFrame, names: set[str]) -> pd.DataFrame:
 
 
 def is_real_dtype(dtype: Any) -> bool:
-    """Whether a column dtype holds real numbers (bools count as 0/1)."""
-    return not (
-        isinstance(dtype, pd.CategoricalDtype)
-        or pd.api.types.is_complex_dtype(dtype)
-        or not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
-    )
+    """Whether a column dtype holds real numbers (bools count as 0/1).
+
+    A sparse dtype is judged by the type of its values (pandas calls a sparse column of
+    dates or durations numeric; their values are nanoseconds, not numbers).
+    """
+    if isinstance(dtype, pd.SparseDtype):
+        dtype = dtype.subtype
+    try:
+        return not (
+            isinstance(dtype, pd.CategoricalDtype)
+            or pd.api.types.is_complex_dtype(dtype)
+            or not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
+        )
+    except (NotImplementedError, TypeError):  # Arrow types pandas cannot map (intervals)
+        return False
 
 
 def numeric_dtype(dtype: Any, name: Hashable) -> None:
@@ -1229,6 +1262,14 @@ def numeric_values(series: pd.Series[Any], name: Hashable) -> NDArray[np.float64
     numeric_dtype(series.dtype, name)
     if series.dtype == np.float64:
         return np.asarray(series.to_numpy())  # a view: NaN already marks missing values
+    if isinstance(series.dtype, pd.SparseDtype):
+        # pandas cannot make a dense array of a sparse one whose fill value is NA (it
+        # raises only when some row holds the fill value): fill the rows by hand.
+        sparse = series.array
+        fill = sparse.fill_value
+        dense = np.full(len(sparse), np.nan if pd.isna(fill) else float(fill))
+        dense[sparse.sp_index.indices] = np.asarray(sparse.sp_values, dtype=np.float64)
+        return dense
     return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
 
 

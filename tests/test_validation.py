@@ -6,6 +6,8 @@ declaration is refused before anything is drawn or charged.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -454,3 +456,85 @@ def test_a_numpy_date_is_not_pasted_as_an_integer() -> None:
     with pytest.raises(InvalidParameterTypeError, match="numpy datetime64"):
         frame.dp.count(epsilon=1.0, where="visit == @new_year")
     assert new_year is not None
+
+
+# ------------------------------------------------ value and mask dtypes (red team)
+
+
+def test_sparse_dates_and_durations_are_not_numbers() -> None:
+    # pandas calls Sparse[timedelta64] numeric: its nanoseconds were clamped into bounds
+    # meant as seconds (a mean of 2156.25 where pandas says 96 s).
+    durations = pd.to_timedelta([60, 120, 0, 0, 300], unit="s").to_numpy()
+    frame = pd.DataFrame(
+        {"dur": pd.arrays.SparseArray(durations), "x": pd.arrays.SparseArray([1.0, 0, 0, 2, 0])}
+    )
+    frame.dp.set_budget(epsilon=10.0)
+    with pytest.raises(InvalidParameterTypeError, match="not a number"):
+        frame.dp.mean("dur", epsilon=1.0, bounds=(0, 3600))
+    assert frame.dp.ledger.spent.epsilon == 0
+    frame.dp.sum("x", epsilon=1.0, bounds=(0, 5))  # twin: sparse numbers are summed
+    assert frame.dp.ledger.spent.epsilon == 1
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_sparse_numbers_with_missing_values_are_read(missing: bool) -> None:
+    # Sparse[float64, <NA>] (a SparseArray of Int64) raised a TypeError only when some
+    # row was missing: the refusal told whether anyone's value was missing.
+    values = pd.array([3, None if missing else 0, 5, 0], dtype="Int64")
+    frame = pd.DataFrame({"x": pd.arrays.SparseArray(values)})
+    assert isinstance(frame["x"].dtype, pd.SparseDtype)
+    assert frame["x"].dtype.fill_value is pd.NA
+    frame.dp.set_budget(epsilon=math.inf)
+    got = frame.dp.sum("x", epsilon=1e9, bounds=(0, 10))
+    assert abs(float(got) - 8.0) < 1e-6
+    counted = frame["x"].dp.count(epsilon=200)
+    assert abs(float(counted) - (3 if missing else 4)) < 0.5
+
+
+@pytest.mark.parametrize("dtype", ["boolean", "bool[pyarrow]"])
+@pytest.mark.parametrize("convert", [lambda a: a, lambda a: a.to_numpy()])
+@pytest.mark.parametrize("missing", [False, True])
+def test_boolean_arrays_with_missing_values_filter_as_series_do(
+    dtype: str, convert: Any, missing: bool
+) -> None:
+    # A boolean array with NA became an object array and was refused, without NA it was
+    # accepted: whether someone's age was missing decided the refusal.
+    ages = pd.array([30, None if missing else 41, 52], dtype="Int64")
+    frame = pd.DataFrame({"wage": [10.0, 20.0, 30.0], "age": ages})
+    frame.dp.set_budget(epsilon=math.inf)
+    mask = convert(pd.array((frame["age"] > 40).to_numpy(), dtype=dtype))
+    got = float(frame.dp.sum("wage", epsilon=1e9, bounds=(0, 50), where=mask))
+    expected = float(frame.dp.sum("wage", epsilon=1e9, bounds=(0, 50), where=frame["age"] > 40))
+    assert abs(got - expected) < 1e-6
+    assert abs(got - (30.0 if missing else 50.0)) < 1e-6
+
+
+def test_object_masks_of_other_values_are_still_refused() -> None:
+    frame = pd.DataFrame({"wage": [10.0, 20.0]})
+    frame.dp.set_budget(epsilon=1.0)
+    for mask in (np.array([1.0, 0.0], dtype=object), np.array(["a", True], dtype=object)):
+        with pytest.raises(InvalidParameterTypeError, match="boolean"):
+            frame.dp.sum("wage", epsilon=0.1, bounds=(0, 50), where=mask)
+    assert frame.dp.ledger.spent.epsilon == 0
+
+
+def test_unhashable_unit_ids_are_refused_with_the_fix() -> None:
+    frame = pd.DataFrame({"id": [[1], [2], [1]], "x": [1.0, 2.0, 3.0]})
+    frame.dp.set_budget(epsilon=1.0, privacy_unit="id")
+    with pytest.raises(DomainError, match="hashable"):
+        frame.dp.count(epsilon=0.1, max_rows=1)
+    assert frame.dp.ledger.spent.epsilon == 0
+    fixed = frame.assign(id=frame["id"].astype(str))
+    fixed.dp.set_budget(epsilon=1.0, privacy_unit="id")
+    fixed.dp.count(epsilon=0.1, max_rows=1)  # twin: the fix the message names
+    assert fixed.dp.ledger.spent.epsilon == Fraction(1, 10)
+
+
+def test_arrow_types_pandas_cannot_map_are_not_numbers() -> None:
+    import pyarrow as pa
+
+    interval = pa.array([pa.scalar((1, 2, 3), type=pa.month_day_nano_interval())] * 2)
+    frame = pd.DataFrame({"t": pd.arrays.ArrowExtensionArray(interval)})
+    frame.dp.set_budget(epsilon=1.0)
+    with pytest.raises(InvalidParameterTypeError, match="not a number"):
+        frame.dp.sum("t", epsilon=0.1, bounds=(0, 1))

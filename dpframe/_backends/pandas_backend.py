@@ -181,9 +181,15 @@ def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.i
                 return np.asarray(
                     np.subtract(values, lowest, dtype=np.int32 if small else np.int64)
                 )
-        codes, _ = pd.factorize(column, use_na_sentinel=True)
+        try:
+            codes, _ = pd.factorize(column, use_na_sentinel=True)
+        except (TypeError, ValueError, NotImplementedError) as failed:  # lists, dicts
+            raise kernels.unhashable_keys(column) from failed
         return np.asarray(codes)
-    numbers = frame.groupby(list(unit), dropna=True, sort=False).ngroup()
+    try:
+        numbers = frame.groupby(list(unit), dropna=True, sort=False).ngroup()
+    except (TypeError, ValueError, NotImplementedError) as failed:
+        raise kernels.unhashable_keys(frame[unit[0]]) from failed
     # A row with a missing id in any unit column has no group (NaN): it has no unit, -1.
     return np.asarray(numbers.fillna(-1).to_numpy(dtype=np.int64))
 
