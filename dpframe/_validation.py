@@ -1074,15 +1074,19 @@ def _boolean_array(where: object) -> NDArray[Any]:
         "boolean",
         "bool[pyarrow]",
     ):
-        return np.asarray(pd.array(where, dtype="boolean").fillna(False).to_numpy(dtype=bool))
+        return _missing_as_false(pd.Series(where))
     mask = np.asarray(where)
     if (
         mask.dtype == object
         and mask.ndim == 1
         and pd.api.types.infer_dtype(mask, skipna=True) in ("boolean", "empty")
     ):
-        return np.asarray(pd.array(mask, dtype="boolean").fillna(False).to_numpy(dtype=bool))
+        return _missing_as_false(pd.Series(mask, dtype=object))
     return mask
+
+
+def _missing_as_false(flags: pd.Series[Any]) -> NDArray[np.bool_]:
+    return np.asarray(flags.astype("boolean").fillna(False).to_numpy(dtype=bool))
 
 
 def _string_mask(frame: pd.DataFrame, where: str) -> NDArray[np.bool_]:
