@@ -55,7 +55,9 @@ def ignore_the_bounds(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
 
     def weaken() -> None:
         monkeypatch.setattr(_plans.Contribution, "noise_epsilon", lambda self, epsilon: epsilon)
-        monkeypatch.setattr(_plans.Contribution, "charged", lambda self, release: release)
+        # labelled for the unit (the ledger refuses a release planned for another unit),
+        # but charged and noised as for one row
+        monkeypatch.setattr(_plans.Contribution, "charged", _plans.Contribution.labelled)
 
     return weaken
 
