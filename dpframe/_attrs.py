@@ -122,10 +122,22 @@ class _LedgerHandle(dict[str, Any]):
     def __deepcopy__(self, memo: dict[int, Any]) -> _LedgerHandle:
         return self
 
-    def __reduce__(self) -> tuple[Any, tuple[dict[str, JSONValue]]]:
-        return (_unpickle_handle, (self.ledger.to_dict(),))
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, JSONValue], str]]:
+        ledger = self.ledger
+        # Dask's distributed scheduler pickles graphs on its own thread while a long call
+        # (agg) holds the ledger for its whole compute: waiting for the ledger there never
+        # ends. This mirror of the ledger (refreshed under its lock after every change)
+        # then stands in for its record; the live ledger is found by its instance name in
+        # this process, and worker processes release nothing.
+        if not ledger._lock.acquire(blocking=False):
+            mirror = {**self, "history": list(self["history"]), "domains": list(self["domains"])}
+            return (_unpickle_handle, (mirror, ledger._instance))
+        try:
+            return (_unpickle_handle, (ledger.to_dict(), ledger._instance))
+        finally:
+            ledger._lock.release()
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, tuple[dict[str, JSONValue]]]:
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, tuple[dict[str, JSONValue], str]]:
         return self.__reduce__()
 
     def __eq__(self, other: object) -> bool:
@@ -194,8 +206,8 @@ def _record_id(value: object) -> str | None:
     return _persistence.record_id(value)
 
 
-def _unpickle_handle(state: dict[str, Any]) -> _LedgerHandle:
-    return handle_of(_persistence.restore(state))
+def _unpickle_handle(state: dict[str, Any], instance: str | None = None) -> _LedgerHandle:
+    return handle_of(_persistence.restore(state, instance))
 
 
 def attach(frame: pd.DataFrame | pd.Series[Any], ledger: Ledger) -> None:

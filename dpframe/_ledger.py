@@ -201,6 +201,7 @@ class Ledger:
         "_conflict",
         "_domains",
         "_id",
+        "_instance",
         "_lock",
         "_privacy_unit",
         "_releases",
@@ -213,6 +214,7 @@ class Ledger:
     _observers: ClassVar[list[LedgerObserver]] = []
 
     _id: str
+    _instance: str  # this object's own random name: its pickles in this process say so
     _lock: threading.RLock
     _budget_set: bool
     _total: Total
@@ -261,6 +263,7 @@ class Ledger:
 
     def _setup(self, ledger_id: str, *, announce: bool = True) -> None:
         self._id = ledger_id
+        self._instance = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._budget_set = False
         self._total = _composition.UNLIMITED
@@ -1100,11 +1103,11 @@ class Ledger:
     def __deepcopy__(self, memo: dict[int, Any]) -> Ledger:
         return self
 
-    def __reduce__(self) -> tuple[Any, tuple[dict[str, JSONValue]]]:
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, JSONValue], str]]:
         # Imported here: _persistence builds ledgers, so it imports this module.
         from dpframe._persistence import unpickle_ledger
 
-        return (unpickle_ledger, (self.to_dict(),))
+        return (unpickle_ledger, (self.to_dict(), self._instance))
 
     # ---------------------------------------------------------------- display
 

@@ -358,13 +358,23 @@ def _parse_state(state: object) -> _Saved:
     )
 
 
-def restore(state: object) -> Ledger:
+def restore(state: object, instance: str | None = None) -> Ledger:
     """The live ledger a saved record belongs to, or one rebuilt from the record.
 
     Whichever it is absorbs the record conservatively (lowest total, highest spent), as
     well as this process's high-water mark for that id, so a saved copy never refunds.
+    A record pickled from the very ledger object that is alive here (``instance``, that
+    object's own name: Dask pickling a graph in this process) knows nothing the ledger
+    does not (a ledger only ever spends more, lowers its total or learns declarations),
+    so it is returned without waiting for the ledger's lock, which a long call such as
+    ``agg`` holds while Dask computes (the scheduler unpickles the graph meanwhile).
     """
     saved = _parse_state(state)
+    if instance is not None:
+        with _LOCK:
+            live = _LIVE.get(saved.ledger_id)
+        if live is not None and live._instance == instance:
+            return live
     # _LOCK is never held while waiting for a live ledger's lock: a charge holds its
     # ledger's lock while it updates the registries (under _LOCK), and a long call holds
     # its ledger throughout (agg), so waiting there with _LOCK held would deadlock. A
@@ -406,9 +416,9 @@ def _absorb(ledger: Ledger, copy: _Mark | _Saved, why: str) -> None:
     )
 
 
-def unpickle_ledger(state: dict[str, Any]) -> Ledger:
+def unpickle_ledger(state: dict[str, Any], instance: str | None = None) -> Ledger:
     """What ``pickle`` calls to load a :class:`Ledger` (see ``Ledger.__reduce__``)."""
-    return restore(state)
+    return restore(state, instance)
 
 
 def is_live(ledger_id: str) -> bool:

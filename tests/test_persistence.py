@@ -81,7 +81,7 @@ def test_pickle_after_the_ledger_died_never_refunds() -> None:
 def test_validity_resetting_restore_fails_the_pickle_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def restore_from_scratch(state: Any) -> Ledger:
+    def restore_from_scratch(state: Any, instance: str | None = None) -> Ledger:
         fresh = Ledger()
         fresh.set_budget(1)
         return fresh
@@ -778,10 +778,11 @@ def test_a_restore_inside_a_held_ledger_does_not_deadlock() -> None:
     restore of that ledger waits: the waiting restore may hold no lock the first needs."""
     frame, ledger = budgeted_frame()
     saved = pickle.dumps(frame)
+    record = ledger.to_dict()  # as read from a file: merged under the ledger's lock
     done: list[str] = []
 
     def waiting_restore() -> None:
-        pickle.loads(saved)
+        _persistence.restore(record)
         done.append("waiting")
 
     def holder() -> None:
@@ -891,3 +892,47 @@ def test_numbers_beyond_float_range_in_a_record_are_refused(field: str, value: o
     record["history"][0][field] = ledger.to_dict()["history"][0][field]  # twin: as saved
     copy_of.attrs["dpframe"] = {**record, "id": f"as-saved-{field}"}
     assert len(ledger_of(copy_of).history) == 1
+
+
+def test_a_pickle_of_a_held_ledger_in_this_process_does_not_wait() -> None:
+    """Dask's distributed scheduler unpickles a graph in this process while agg holds the
+    ledger for the whole compute: waiting for the ledger there hung forever."""
+    frame, ledger = budgeted_frame()
+    charge(ledger, F(1, 10))
+    saved = pickle.dumps(frame)
+    done: list[object] = []
+
+    def unpickle() -> None:
+        done.append(pickle.loads(saved).dp.ledger)
+
+    with ledger.held():
+        reader = threading.Thread(target=unpickle, daemon=True)
+        reader.start()
+        reader.join(timeout=10)
+        assert done == [ledger], "a pickle of this very ledger waited for its lock"
+    # twin: a record of this ledger from elsewhere (no instance) is merged under the lock
+    other = plain_frame()
+    other.attrs["dpframe"] = json.loads(json.dumps(ledger.to_dict()))
+    with ledger.held():
+        reader = threading.Thread(target=lambda: done.append(ledger_of(other)), daemon=True)
+        reader.start()
+        reader.join(timeout=0.5)
+        assert len(done) == 1  # it waits for the holder
+    reader.join(timeout=10)
+    assert done == [ledger, ledger]
+
+
+def test_pickling_a_frame_while_another_thread_holds_its_ledger_does_not_wait() -> None:
+    """The distributed scheduler pickles graphs on its own thread during agg's compute."""
+    frame, ledger = budgeted_frame()
+    charge(ledger, F(1, 10))
+    pickled: list[bytes] = []
+    with ledger.held():
+        writer = threading.Thread(target=lambda: pickled.append(pickle.dumps(frame)), daemon=True)
+        writer.start()
+        writer.join(timeout=10)
+        assert len(pickled) == 1, "pickling waited for the ledger's holder"
+    # what it saved is the ledger's state (read back as a record from elsewhere)
+    record = pickle.loads(pickled[0]).dp.ledger.to_dict()
+    assert record["spent"] == ledger.to_dict()["spent"]
+    assert len(record["history"]) == 1
