@@ -631,9 +631,10 @@ def bounds_release(scope: Scope, epsilon: Fraction) -> tuple[Release, int]:
     passes it with probability below 1e-3 in total over all bins.
     """
     n_bins = 2 * len(LOG_EDGES)
-    alpha = math.exp(-float(epsilon))
-    # P(N > t) = alpha^(t+1) / (1 + alpha); union over all bins below 1e-3.
-    threshold = math.ceil(math.log(1e-3 * (1 + alpha) / n_bins) / math.log(alpha))
+    # P(N > t) = alpha^(t+1) / (1 + alpha), alpha = exp(-epsilon); union over all bins
+    # below 1e-3. In logs: exp(-epsilon) is 0.0 in floats from epsilon ~745 on.
+    log_alpha = -float(epsilon)
+    threshold = math.ceil((math.log(1e-3 / n_bins) + math.log1p(math.exp(log_alpha))) / log_alpha)
     release = Release(
         method="sum bounds (auto)",
         columns=scope.columns,

@@ -22,10 +22,12 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dpframe  # noqa: F401  (registers .dp)
 import dpframe.mechanisms as dpm
 from dpframe import _validation, plotting
 from dpframe.errors import DPFrameError, InvalidParameterError, NoiseOverflowError
@@ -512,3 +514,16 @@ def test_accuracy_below_the_smallest_alpha_is_refused_everywhere() -> None:
             with pytest.raises(InvalidParameterError, match="alpha"):
                 call(tiny)
         assert call(0.05) > 0
+
+
+def test_automatic_bounds_at_a_huge_epsilon_are_refused_with_a_dpframe_error() -> None:
+    # exp(-epsilon) is 0.0 in floats from ~745 on: the threshold's log(0) raised a bare
+    # ValueError ("math domain error").
+    frame = pd.DataFrame({"x": np.full(1000, 5.0)})
+    frame.dp.set_budget(epsilon=math.inf)
+    for epsilon in (3000.0, 1e6):
+        with pytest.raises(InvalidParameterError, match="meaningful privacy"):
+            frame.dp.sum("x", epsilon=epsilon, bounds="auto")
+    assert frame.dp.ledger.spent.epsilon == 0
+    frame.dp.sum("x", epsilon=1.0, bounds="auto")  # twin: a usual epsilon is released
+    assert frame.dp.ledger.spent.epsilon == 1
