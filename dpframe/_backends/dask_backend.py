@@ -250,7 +250,8 @@ def _combination(expr: Any) -> str | None:
     ``"merge"`` (``merge``, ``join``), ``"columns"`` (``dd.concat(axis=1)``), ``"repeat"``
     (one frame's rows repeated: ``explode``, ``melt``, ``sample(replace=True)``, ``loc`` or
     ``partitions`` lists naming one twice), ``"selection"`` (rows kept by their rank
-    among the others: ``nlargest``, ``nsmallest``, ``head``, ``tail``), or None."""
+    among the others: ``nlargest``, ``nsmallest``, ``head``, ``tail``, ``partitions[...]``
+    of some partitions), or None."""
     classes = {cls.__name__ for cls in type(expr).__mro__}
     if classes & {"Merge", "JoinRecursive"}:
         return "merge"
@@ -276,13 +277,29 @@ def _combination(expr: Any) -> str | None:
     # or partition in the list.
     if "LocList" in classes and _repeats(expr.operand("iindexer")):
         return "repeat"
-    if "Partitions" in classes and _repeats(expr.operand("partitions")):
-        return "repeat"
+    if "Partitions" in classes:
+        # partitions[...] / get_partition keep rows by their position among the others
+        # (partition boundaries come from the data: from_pandas splits the sorted index,
+        # sort_values().partitions splits the values), unless every partition is kept.
+        chosen = expr.operand("partitions")
+        if _repeats(chosen):
+            return "repeat"
+        return None if _every_partition(chosen, expr.frame.npartitions) else "selection"
     if "ConcatUnindexed" in classes:  # what concat(axis=1) is lowered to
         return "columns"
     if "Concat" in classes:
         return "concat" if expr.operand("axis") in (0, "index") else "columns"
     return None
+
+
+def _every_partition(selection: object, count: int) -> bool:
+    """Whether a partitions selection keeps every one of ``count`` partitions (once)."""
+    every = list(range(count))
+    try:
+        chosen = every[selection] if isinstance(selection, slice) else list(selection)  # type: ignore[call-overload]
+        return sorted(chosen) == every
+    except (TypeError, ValueError):
+        return False
 
 
 def _repeats(selection: object) -> bool:
@@ -562,7 +579,8 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
     if combination == "selection":
         return PrivacyUnitError(
             "This Dask DataFrame keeps rows by their rank among the other rows (nlargest, "
-            "nsmallest, head, tail, drop_duplicates(subset=...) of rows of several people): "
+            "nsmallest, head, tail, partitions[...], drop_duplicates(subset=...) of rows of "
+            "several people): "
             "one person's presence can push another person's row "
             "out, so a release would move in two places for the charge of one. Filter on "
             "each row's own values instead (ddf[ddf['age'] < 25]): a row is then kept or "
