@@ -369,12 +369,13 @@ def restore(state: object, instance: str | None = None) -> Ledger:
     so it is returned without waiting for the ledger's lock, which a long call such as
     ``agg`` holds while Dask computes (the scheduler unpickles the graph meanwhile).
     """
-    saved = _parse_state(state)
-    if instance is not None:
+    if instance is not None:  # checked before the record is parsed (Dask: every task)
+        ledger_id = record_id(state)
         with _LOCK:
-            live = _LIVE.get(saved.ledger_id)
+            live = None if ledger_id is None else _LIVE.get(ledger_id)
         if live is not None and live._instance == instance:
             return live
+    saved = _parse_state(state)
     # _LOCK is never held while waiting for a live ledger's lock: a charge holds its
     # ledger's lock while it updates the registries (under _LOCK), and a long call holds
     # its ledger throughout (agg), so waiting there with _LOCK held would deadlock. A

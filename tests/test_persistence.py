@@ -272,14 +272,13 @@ def test_validity_a_high_water_mark_without_the_unit_fails_the_unit_test(
     assert not _unit_kept_from_a_copy_saved_before_the_budget(tmp_path)
 
 
-def _copies_with_other_units_are_refused() -> bool:
-    """Two copies of a file saved before set_budget, budgeted with different units."""
+def _panel_merged_with_a_copy_of_another_unit() -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A panel budgeted per person ("nr") whose ledger read back a copy of its early file
+    that another process budgeted with one row per person and released from; and the
+    early record (saved before either budget)."""
     panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
     early = panel.dp.ledger.to_dict()  # any .dp use attaches a ledger, with no budget yet
-    years = {"year": [1980, 1981]}
-    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains=years)
-    # another process read the early file, set its budget with one row per person and
-    # made a release accounted per row
+    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains={"year": [1980, 1981]})
     elsewhere = {**early, "budget_set": True, "total": {"epsilon": "4", "delta": "0"}}
     elsewhere["row_count"] = 4
     _, other_ledger = budgeted_frame()
@@ -289,6 +288,24 @@ def _copies_with_other_units_are_refused() -> bool:
     copy_of = plain_frame()
     copy_of.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
     assert ledger_of(copy_of) is panel.dp.ledger
+    return panel, early
+
+
+def _in_a_new_process(script: str, *paths: Path) -> str:
+    """What ``script`` prints, run by a new Python process with ``paths`` as arguments."""
+    result = subprocess.run(
+        [sys.executable, "-c", script, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return result.stdout
+
+
+def _copies_with_other_units_are_refused() -> bool:
+    """Two copies of a file saved before set_budget, budgeted with different units."""
+    panel, _ = _panel_merged_with_a_copy_of_another_unit()
     try:
         panel.dp.count(epsilon=1.0, by="year", max_rows=1, max_groups=2)
     except LedgerConflictError as error:
@@ -311,17 +328,7 @@ def test_validity_merging_units_silently_fails_the_conflict_test(
 def _conflict_outlives_the_process(tmp_path: Path, *, strip: bool) -> str:
     """Save a frame whose ledger holds a conflict (``strip``: without its mark, as before
     it was saved), read it in a new process and try a release there."""
-    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
-    early = panel.dp.ledger.to_dict()
-    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr", domains={"year": [1980, 1981]})
-    elsewhere = {**early, "budget_set": True, "total": {"epsilon": "4", "delta": "0"}}
-    _, other_ledger = budgeted_frame()
-    charge(other_ledger, F(1, 5))
-    elsewhere["history"] = [other_ledger.to_dict()["history"][0]]
-    elsewhere["spent"] = {"epsilon": "1/5", "delta": "0"}
-    copy_of = plain_frame()
-    copy_of.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
-    assert ledger_of(copy_of) is panel.dp.ledger  # merged: conflicted
+    panel, _ = _panel_merged_with_a_copy_of_another_unit()
     with pytest.raises(LedgerConflictError):
         panel.dp.count(epsilon=1.0, max_rows=1)
     record = panel.dp.ledger.to_dict()
@@ -340,14 +347,7 @@ def _conflict_outlives_the_process(tmp_path: Path, *, strip: bool) -> str:
         "except dpframe.errors.LedgerConflictError:\n"
         "    print('refused')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "merged.pkl")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return result.stdout.strip()
+    return _in_a_new_process(script, tmp_path / "merged.pkl").strip()
 
 
 def test_a_saved_conflict_is_refused_in_a_new_process(tmp_path: Path) -> None:
@@ -361,19 +361,9 @@ def test_validity_a_record_without_its_conflict_releases(tmp_path: Path) -> None
 
 
 def test_a_conflict_outlives_the_ledger_in_this_process() -> None:
-    panel = pd.DataFrame({"nr": [1, 1, 2, 2], "year": [1980, 1981, 1980, 1981]})
-    early = panel.dp.ledger.to_dict()
-    panel.dp.set_budget(epsilon=4.0, privacy_unit="nr")
-    elsewhere = {**early, "budget_set": True, "total": {"epsilon": "4", "delta": "0"}}
-    _, other_ledger = budgeted_frame()
-    charge(other_ledger, F(1, 5))
-    elsewhere["history"] = [other_ledger.to_dict()["history"][0]]
-    elsewhere["spent"] = {"epsilon": "1/5", "delta": "0"}
-    copy_of = plain_frame()
-    copy_of.attrs["dpframe"] = json.loads(json.dumps(elsewhere))
-    ledger_of(copy_of)  # merged: conflicted
+    panel, early = _panel_merged_with_a_copy_of_another_unit()
     saved = pickle.dumps(panel)
-    del panel, copy_of
+    del panel
     gc.collect()
     # The high-water mark carries the conflict: a copy read back still refuses.
     back = pickle.loads(saved)
@@ -450,26 +440,14 @@ def test_files_restore_the_ledger_in_a_new_process(tmp_path: Path) -> None:
         "    out[name] = [state['id'], state['total'], state['spent'], len(state['history'])]\n"
         "print(json.dumps(out))\n"
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            script,
-            str(tmp_path / "frame.pkl"),
-            str(tmp_path / "frame.parquet"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    printed = _in_a_new_process(script, tmp_path / "frame.pkl", tmp_path / "frame.parquet")
     expected = [
         ledger.id,
         {"epsilon": "2", "delta": "1/1000000"},
         {"epsilon": "13/30", "delta": "1/10000000"},
         2,
     ]
-    assert json.loads(result.stdout) == {"pickle": expected, "parquet": expected}
+    assert json.loads(printed) == {"pickle": expected, "parquet": expected}
 
 
 def _mirror_matches(frame: pd.DataFrame) -> bool:
@@ -502,14 +480,8 @@ def test_parquet_keeps_the_privacy_unit_declared_after_the_ledger_was_attached(
         "except dpframe.errors.PrivacyUnitError:\n"
         "    print('refused')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "panel.parquet")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    assert result.stdout.split("\n")[:2] == ["('nr',) 4 ['year'] 1", "refused"]
+    printed = _in_a_new_process(script, tmp_path / "panel.parquet")
+    assert printed.split("\n")[:2] == ["('nr',) 4 ['year'] 1", "refused"]
 
 
 def test_a_refused_set_budget_declares_nothing() -> None:

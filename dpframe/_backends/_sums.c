@@ -96,7 +96,7 @@ get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
 /* Cell numbers of rows [start, start + n) into keys; -1 if a code is out of range. */
 static int
 block_keys(const code_column *columns, Py_ssize_t ncolumns, Py_ssize_t shift,
-           const uint8_t *mask, Py_ssize_t start, Py_ssize_t n, Py_ssize_t *keys)
+           const uint8_t *mask, Py_ssize_t start, Py_ssize_t n, int64_t *keys)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         keys[i] = shift;
@@ -111,7 +111,7 @@ block_keys(const code_column *columns, Py_ssize_t ncolumns, Py_ssize_t shift,
             int64_t code = codes[i];                                     \
             smallest = code < smallest ? code : smallest;                \
             largest = code > largest ? code : largest;                   \
-            keys[i] += (Py_ssize_t)code * c->stride;                     \
+            keys[i] += code * (int64_t)c->stride;                        \
         }                                                                \
     } while (0)
         switch (c->itemsize) {
@@ -178,26 +178,6 @@ grid_fits(const grid_spec *g)
         }
     }
     return 1;
-}
-
-/* Adds one block's units to the table, the cell numbers computed beforehand (the path of
- * several code columns). */
-static void
-add_block(const grid_spec *g, const double *values, const Py_ssize_t *keys, Py_ssize_t n,
-          int64_t *table)
-{
-    if (g->flags & PRESENT) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            table[keys[i]] += (values[i] == values[i]);
-        }
-        return;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double x = values[i];
-        int missing = (x != x);
-        double units = grid_units(g, missing ? g->lo : x);
-        table[keys[i]] += missing ? 0 : (int64_t)units;
-    }
 }
 
 /* Rows [0, n) of one code column (codes NULL: no column, every row in cell 1), one grid:
@@ -374,60 +354,63 @@ add_sums(PyObject *Py_UNUSED(module), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     const double *data = values->buf;
     int64_t *tables = out->buf;
-    if (ncolumns <= 1) {
-        /* One code column or none (the common case): each block of rows is read once
-         * from memory, then summed by each grid in a loop of its own, the cell numbers
-         * computed as the codes are read; twice as fast as a pass of its own for them. */
-        Py_ssize_t size = ncolumns ? columns[0].size : 1;
-        Py_ssize_t itemsize = ncolumns ? columns[0].itemsize : 1;
-        const char *codes0 = ncolumns ? columns[0].data : NULL;
-        /* A count grid rides along with the first grid of values, if there is one. */
-        Py_ssize_t counted = -1, rider = -1;
-        for (Py_ssize_t k = 0; k < ngrids; k++) {
-            if ((specs[k].flags & PRESENT) && counted < 0) {
-                counted = k;
-            }
-            else if (!(specs[k].flags & PRESENT) && rider < 0) {
-                rider = k;
-            }
+    /* A count grid rides along with the first grid of values, if there is one. */
+    Py_ssize_t counted = -1, rider = -1;
+    for (Py_ssize_t k = 0; k < ngrids; k++) {
+        if ((specs[k].flags & PRESENT) && counted < 0) {
+            counted = k;
         }
-        if (rider < 0) {
-            counted = -1;
+        else if (!(specs[k].flags & PRESENT) && rider < 0) {
+            rider = k;
         }
-        for (Py_ssize_t start = 0; start < n && !failed; start += BLOCK) {
-            Py_ssize_t count = n - start < BLOCK ? n - start : BLOCK;
-            const char *codes = codes0 == NULL ? NULL : codes0 + start * itemsize;
-            const uint8_t *kept = mask == NULL ? NULL : mask + start;
-            for (Py_ssize_t k = 0; k < ngrids && !failed; k++) {
-                if (k == counted) {
-                    continue;
-                }
-                int64_t *table = tables + k * full;
-                int64_t *counts = k == rider && counted >= 0 ? tables + counted * full : NULL;
-                const double *block = data + start;
-                switch (itemsize) {
-                case 1: failed = add_one_column_int8_t(&specs[k], block, (const int8_t *)codes, size, kept, count, table, counts); break;
-                case 2: failed = add_one_column_int16_t(&specs[k], block, (const int16_t *)codes, size, kept, count, table, counts); break;
-                case 4: failed = add_one_column_int32_t(&specs[k], block, (const int32_t *)codes, size, kept, count, table, counts); break;
-                default: failed = add_one_column_int64_t(&specs[k], block, (const int64_t *)codes, size, kept, count, table, counts); break;
-                }
-            }
-        }
-        failed = failed ? 1 : 0;
     }
-    else {
-        Py_ssize_t keys[BLOCK];
-        for (Py_ssize_t start = 0; start < n && !failed; start += BLOCK) {
-            Py_ssize_t count = n - start < BLOCK ? n - start : BLOCK;
+    if (rider < 0) {
+        counted = -1;
+    }
+    /* One code column or none (the common case): the cell numbers are computed as the
+     * codes are read (twice as fast as a pass of their own). Several columns: each
+     * block's cell numbers, less one, are built first and read as the codes of one
+     * column of full - 1 cells (the mask is applied there: 0 - 1 is no cell). */
+    int64_t keys[BLOCK];
+    for (Py_ssize_t start = 0; start < n && !failed; start += BLOCK) {
+        Py_ssize_t count = n - start < BLOCK ? n - start : BLOCK;
+        const double *block = data + start;
+        const char *codes = NULL;
+        Py_ssize_t itemsize = 1, size = 1;
+        const uint8_t *kept = mask == NULL ? NULL : mask + start;
+        if (ncolumns == 1) {
+            codes = columns[0].data + start * columns[0].itemsize;
+            itemsize = columns[0].itemsize;
+            size = columns[0].size;
+        }
+        else if (ncolumns > 1) {
             if (block_keys(columns, ncolumns, shift, mask, start, count, keys) != 0) {
                 failed = 1;
                 break;
             }
-            for (Py_ssize_t k = 0; k < ngrids; k++) {
-                add_block(&specs[k], data + start, keys, count, tables + k * full);
+            for (Py_ssize_t i = 0; i < count; i++) {
+                keys[i] -= 1;
+            }
+            codes = (const char *)keys;
+            itemsize = 8;
+            size = full - 1;
+            kept = NULL;
+        }
+        for (Py_ssize_t k = 0; k < ngrids && !failed; k++) {
+            if (k == counted) {
+                continue;
+            }
+            int64_t *table = tables + k * full;
+            int64_t *counts = k == rider && counted >= 0 ? tables + counted * full : NULL;
+            switch (itemsize) {
+            case 1: failed = add_one_column_int8_t(&specs[k], block, (const int8_t *)codes, size, kept, count, table, counts); break;
+            case 2: failed = add_one_column_int16_t(&specs[k], block, (const int16_t *)codes, size, kept, count, table, counts); break;
+            case 4: failed = add_one_column_int32_t(&specs[k], block, (const int32_t *)codes, size, kept, count, table, counts); break;
+            default: failed = add_one_column_int64_t(&specs[k], block, (const int64_t *)codes, size, kept, count, table, counts); break;
             }
         }
     }
+    failed = failed ? 1 : 0;
     Py_END_ALLOW_THREADS
     if (failed == 1) {
         PyErr_SetString(PyExc_ValueError, "a code lies outside [-1, size)");
