@@ -548,6 +548,7 @@ class DPAccessor:
                     f"contributes. Release from a frame that keeps the unit's columns: {fix}"
                 )
             self._backend.check_columns(unit, "privacy_unit")  # e.g. a unit column twice
+            self._backend.check_unit(unit)
         return _plans.contribution(unit, max_rows, max_groups, grouped, method)
 
     def _gaussian(

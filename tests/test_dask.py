@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from numpy.typing import NDArray
 
+dask = pytest.importorskip("dask")
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("dask.distributed")
 
@@ -1203,3 +1204,51 @@ def test_a_two_column_unit_with_a_missing_id_drops_those_rows(client: Any) -> No
         lazy.dp.set_budget(epsilon=math.inf, privacy_unit=["nr", "ethn"], domains=YEARS)
         counts = lazy.dp.count(epsilon=UNIT_EXACT_EPSILON, **BY_YEAR)
         assert counts.tolist() == [int((raw["nr"] % 7 != 0).sum()) // 8] * 8
+
+
+def _mixed_id_panel(seed: int) -> pd.DataFrame:
+    """The panel with each person's id an int in some rows and the equal float in others."""
+    raw = _raw_panel(seed)
+    ids = raw["nr"].astype(object)
+    ids[raw["year"] % 2 == 0] = raw["nr"][raw["year"] % 2 == 0].astype(float)
+    return raw.assign(nr=pd.Series(ids.to_list(), index=raw.index, dtype=object))
+
+
+def test_unit_ids_that_dask_would_split_are_refused(client: Any) -> None:
+    # pandas counts 7 and 7.0 as one person; Dask's from_pandas turns them into "7" and
+    # "7.0" (and its shuffle hashes an object column's text), so each person's rows were
+    # two units, each bounded on its own: a count with max_rows=1 read 2 per person-year
+    # pair of waves. Refused before any task, whether the budget was set on the pandas
+    # frame (also after persist()) or on the Dask frame, and with convert-string off.
+    raw = _mixed_id_panel(next(_SEEDS))
+    local = raw.copy()
+    local.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
+    one_cell = {"max_rows": 1}
+    assert local.dp.count(epsilon=UNIT_EXACT_EPSILON / 8, **one_cell) == 545
+    persisted = dd.from_pandas(local, npartitions=3).persist()
+    distributed.wait(persisted)  # its tasks run now, not during the refused call
+    lazies = [dd.from_pandas(local, npartitions=3), persisted]
+    budgeted_on_dask = dd.from_pandas(raw.copy(), npartitions=3)
+    budgeted_on_dask.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
+    lazies.append(budgeted_on_dask)
+    for lazy in lazies:
+        call = lambda lazy=lazy: lazy.dp.count(epsilon=1.0, **one_cell)  # noqa: E731
+        _refuses(client, lazy, call, PrivacyUnitError, "astype('int64')")
+    with dask.config.set({"dataframe.convert-string": False}):
+        objects = dd.from_pandas(raw.copy(), npartitions=3)
+        objects.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
+        call = lambda: objects.dp.count(epsilon=1.0, **BY_YEAR)  # noqa: E731
+        _refuses(client, objects, call, PrivacyUnitError, "Python objects")
+
+
+def test_unit_ids_of_one_type_release_as_on_pandas(client: Any) -> None:
+    # Validity twin: the same ids with one type in each column (ints as objects, floats,
+    # text) keep every person one unit on Dask, as on pandas.
+    raw = _raw_panel(next(_SEEDS))
+    for ids in (raw["nr"].astype(object), raw["nr"].astype(float), raw["nr"].astype(str)):
+        local = raw.assign(nr=ids)
+        local.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
+        lazy = dd.from_pandas(local, npartitions=3)
+        counts = lazy.dp.count(epsilon=UNIT_EXACT_EPSILON, **BY_YEAR)
+        assert counts.tolist() == [545] * 8
+        assert lazy.dp.count(epsilon=UNIT_EXACT_EPSILON / 8, max_rows=1) == 545

@@ -130,6 +130,14 @@ class Backend(Protocol):
         """The dtype of each named column, refusing missing or duplicated ones (schema only)."""
         ...
 
+    def check_unit(self, unit: Sequence[ColumnLabel]) -> None:
+        """Refuse privacy-unit columns whose equal ids this backend could not keep together.
+
+        pandas' ``factorize`` defines which rows are one unit; a backend that moves rows
+        by a hash of the ids (Dask's shuffle) must give every row of a unit the same one.
+        """
+        ...
+
     def check_rows_apart(self) -> None:
         """Refuse, at ``set_budget`` without a privacy unit, rows that cannot be told apart.
 

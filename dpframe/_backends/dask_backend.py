@@ -146,6 +146,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 from dask.base import compute, normalize_token
+from dask.dataframe.utils import pyarrow_strings_enabled
 from dask.delayed import delayed
 from numpy.typing import NDArray
 
@@ -211,7 +212,44 @@ class _LedgerToken:
     def __call__(self, obj: _Carrier) -> Any:
         content = self.content_token(obj)
         ledger_id = _ledger_id(obj)
-        return content if ledger_id is None else [content, "dpframe-ledger", ledger_id]
+        if ledger_id is None:
+            return content
+        _note_split_units(obj)
+        return [content, "dpframe-ledger", ledger_id]
+
+
+# Ids equal in pandas keep equal texts when Dask turns an object column into strings
+# only if every id is of one of these kinds (pandas.api.types.infer_dtype): 7 and 7.0
+# become "7" and "7.0", 1 and True "1" and "True", 0.0 and -0.0 "0.0" and "-0.0".
+_TEXT_SAFE_KINDS = frozenset({"string", "integer", "boolean", "bytes", "empty"})
+# Ledgers whose unit column dd.from_pandas turned into strings that split equal ids: the
+# ledger's id, and the column and kind of its ids. Noted when Dask tokenizes the pandas
+# frame (dd.from_pandas does at once), so the refusal holds after persist() too.
+_SPLIT_UNITS: dict[str, tuple[ColumnLabel, str]] = {}
+
+
+def _split_unit(source: _Carrier, unit: Sequence[ColumnLabel]) -> tuple[ColumnLabel, str] | None:
+    """A unit column of ``source`` whose ids Dask's string conversion would split, and
+    the kind of its ids; None when every unit column converts safely (or is not there)."""
+    frame = source.to_frame() if isinstance(source, pd.Series) else source
+    for position, label in enumerate(frame.columns):
+        if label in unit and pd.api.types.is_object_dtype(frame.dtypes.iloc[position]):
+            kind = pd.api.types.infer_dtype(frame.iloc[:, position], skipna=True)
+            if kind not in _TEXT_SAFE_KINDS:
+                return label, kind
+    return None
+
+
+def _note_split_units(carrier: _Carrier) -> None:
+    """Note a ledger whose unit ids ``dd.from_pandas(carrier)`` would split (never raises:
+    it runs inside Dask's tokenization; the release refuses, see DaskBackend.check_unit)."""
+    handle = carrier.attrs.get(_attrs.ATTRS_KEY)
+    if not isinstance(handle, _attrs._LedgerHandle) or not pyarrow_strings_enabled():
+        return
+    unit = handle.ledger.privacy_unit
+    split = None if unit is None else _split_unit(carrier, unit)
+    if split is not None:
+        _SPLIT_UNITS[handle.ledger.id] = split
 
 
 def _register_tokenization() -> None:
@@ -931,6 +969,39 @@ class DaskBackend:
 
     def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
         return {name: _known(_validation.column(self._meta, name, param).dtype) for name in names}
+
+    def check_unit(self, unit: Sequence[ColumnLabel]) -> None:
+        # Dask's shuffle puts a unit's rows in one partition by a hash of each id's text,
+        # and dd.from_pandas turns object columns into strings: ids equal in pandas (7 and
+        # 7.0) must not become two units, each bounded on its own.
+        for name in unit:
+            if pd.api.types.is_object_dtype(self._meta[name].dtype):
+                raise PrivacyUnitError(
+                    f"the privacy unit column {name!r} is a Dask column of Python objects. "
+                    f"Dask's shuffle, which puts each unit's rows in one partition, hashes "
+                    f"their text, so ids equal in pandas (7 and 7.0, 1 and True) can land in "
+                    f"different partitions and count as several units, each bounded on its "
+                    f"own. Give the column one type first: "
+                    f"ddf[{name!r}].astype('int64') (or 'float64', or 'string' for text ids)."
+                )
+        split = _SPLIT_UNITS.get(self.ledger.id)
+        for expr in self._frame.expr.walk():
+            if split is not None:
+                break
+            source = _pandas_source(expr)
+            if source is not None and expr.operand("pyarrow_strings_enabled"):  # type: ignore[no-untyped-call]  # dask: unannotated
+                split = _split_unit(source, unit)
+        if split is not None:
+            name, kind = split
+            raise PrivacyUnitError(
+                f"the privacy unit column {name!r} held Python objects ({kind}) in the pandas "
+                f"frame given to dd.from_pandas, which turns them into strings: ids equal in "
+                f"pandas, such as 7 and 7.0 or 1 and True, became different strings, so one "
+                f"person would count as several units, each bounded on its own. Give the "
+                f"column one type in pandas, before dd.from_pandas: "
+                f"df[{name!r}] = df[{name!r}].astype('int64') (or 'float64', or 'string' for "
+                f"text ids)."
+            )
 
     def check_rows_apart(self) -> None:
         # Dask labels are not read (each partition may number its rows from 0): repeats

@@ -242,6 +242,10 @@ class PandasBackend:
     def check_columns(self, names: Iterable[ColumnLabel], param: str) -> dict[ColumnLabel, Any]:
         return {name: _validation.column(self._frame, name, param).dtype for name in names}
 
+    def check_unit(self, unit: Sequence[ColumnLabel]) -> None:
+        # pandas.factorize defines which ids are one unit: nothing to check.
+        return None
+
     def check_rows_apart(self) -> None:
         index = self._frame.index
         if not index.is_unique:
