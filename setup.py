@@ -1,8 +1,9 @@
-"""Build of dpframe's one compiled kernel (everything else is in pyproject.toml).
+"""Build of dpframe's compiled kernels (everything else is in pyproject.toml).
 
 ``dpframe._backends._sums`` adds clamped values in whole grid steps per cell, exactly in
 int64; its exactness needs IEEE double arithmetic without fused multiply-adds, hence the
-flags (see the comment at the top of the C file).
+flags (see the comment at the top of the C file). ``dpframe._backends._bounded`` groups
+rows by (privacy unit, cell) in 32-bit keys for bounded counts (no floating point).
 """
 
 import sys
@@ -20,6 +21,11 @@ setup(
             "dpframe._backends._sums",
             sources=["dpframe/_backends/_sums.c"],
             extra_compile_args=flags,
-        )
+        ),
+        Extension(
+            "dpframe._backends._bounded",
+            sources=["dpframe/_backends/_bounded.c"],
+            extra_compile_args=flags,
+        ),
     ]
 )

@@ -8,9 +8,11 @@ rounds, each round running every contender once), all through public calls:
 
 * ``df.dp.crosstab("occupation", "year")`` on a frame without a unit (the baseline);
 * the same on a frame whose ledger declares ``privacy_unit="unit"``, for several
-  ``(max_rows, max_groups)``: it turns the unit column into codes, bounds every unit
-  (:func:`keeps_every_row` when no unit can exceed the bounds, else
-  :func:`contribution_mask`), counts the kept rows and draws the noise;
+  ``(max_rows, max_groups)``: it turns the unit column into codes and counts every
+  unit's bounded rows (all rows, when :func:`keeps_every_row` says no unit can exceed
+  the bounds; else :func:`bounded_count_table`: 32-bit (unit, cell) keys sorted a chunk
+  of units at a time, and the cells of the units over ``max_groups`` drawn), then draws
+  the noise;
 * pandas: ``groupby("unit").head(max_rows)`` (which bounds rows per unit only, not per
   cell nor cells per unit), then ``groupby([...], observed=False).size()`` (the fair
   table baseline) or ``pd.crosstab``; no noise;

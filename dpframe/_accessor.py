@@ -675,6 +675,8 @@ class DPAccessor:
         contribution: _plans.Contribution,
         rng: np.random.Generator | None,
         values: ColumnLabel | None = None,
+        *,
+        counts_only: bool = False,
     ) -> Rows:
         """The rows a release reads: filtered by ``where``, then bounded per unit.
 
@@ -682,14 +684,17 @@ class DPAccessor:
         before the bounding, as ``where`` leaves rows out: a missing value is skipped by
         the statistic, and must not take a place of the unit's ``max_rows``. The
         bounding's random choice is made when the rows are first aggregated, inside the
-        ledger transaction, so a refused call draws nothing.
+        ledger transaction, so a refused call draws nothing. ``counts_only``: the
+        release reads one count of the rows (``count_table(groups)`` or ``count()``)
+        and nothing else, so each unit's kept rows may be counted without being chosen.
         """
         rows = self._backend.rows(where)
         if contribution.unit is None or contribution.bounds is None:
             return rows
         if values is not None:
             rows = rows.present(values)
-        return rows.bounded(contribution.unit, contribution.bounds, groups, rng)
+        bounds = contribution.bounds
+        return rows.bounded(contribution.unit, bounds, groups, rng, counts_only=counts_only)
 
     # ------------------------------------------------------------ count
 
@@ -836,7 +841,8 @@ class DPAccessor:
         )
         groups = self._by_groups(by, domain, selecting)
         contribution = self._contribution("count", max_rows, max_groups, bool(groups))
-        rows = self._rows(where, groups, contribution, generator)
+        # Private key selection also counts units per cell: the rows must be chosen.
+        rows = self._rows(where, groups, contribution, generator, counts_only=not selecting)
         post = ("negative counts set to 0",) if keep_nonnegative else ()
         scope = self._scope("count", [], groups, where, generator)
 
@@ -2136,7 +2142,7 @@ class DPAccessor:
         row_groups, col_groups = self._table_groups(index, columns, domain, options)
         groups = row_groups + col_groups
         contribution = self._contribution("crosstab", max_rows, max_groups, True)
-        rows = self._rows(None, groups, contribution, generator, values)
+        rows = self._rows(None, groups, contribution, generator, values, counts_only=values is None)
         scope = self._scope("crosstab", [] if values is None else [values], groups, None, generator)
         shape = (_size(row_groups), _size(col_groups))
         cells: NDArray[Any]

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 import dpframe
 from dpframe._backends import Group, SumGrid, _sums, backend_for, kernels, register_backend
+from dpframe._backends.bounding import ContributionBounds
 from dpframe._backends.pandas_backend import PandasBackend
-from dpframe.errors import InvalidParameterTypeError
+from dpframe.errors import DPFrameError, InvalidParameterTypeError
 
 
 def test_pandas_frames_get_the_pandas_backend() -> None:
@@ -308,3 +309,22 @@ def test_a_grid_whose_radius_misses_a_bound_is_refused() -> None:
         kernels.sum_total(grid, np.array([10.0]), None)
     covering = dataclasses.replace(grid, radius=5.0)
     assert kernels.sum_total(covering, np.array([10.0]), None) == 5 * 2**28
+
+
+def test_rows_bounded_for_one_count_are_read_once_and_only_counted() -> None:
+    # counts_only lets a backend count each unit's kept rows without choosing them: a
+    # second read would be a second draw, and a sum needs the rows themselves.
+    frame = pd.DataFrame({"u": [0, 0, 0, 1], "g": ["a", "b", "b", "a"], "x": [1.0, 2, 3, 4]})
+    backend = PandasBackend(frame)
+    group = backend.group("g", {"g": ["a", "b"]}, "by")
+    bounds = ContributionBounds(max_rows=1, max_groups=2)
+    rows = backend.rows(None).bounded(["u"], bounds, [group], None, counts_only=True)
+    assert rows.count_table([group]).tolist() == [2, 1]
+    with pytest.raises(DPFrameError, match="read again"):
+        rows.count_table([group])
+    again = backend.rows(None).bounded(["u"], bounds, [group], None, counts_only=True)
+    with pytest.raises(DPFrameError, match="read otherwise"):
+        again.sum_table("x", SumGrid.for_bounds(0.0, 4.0), [group])
+    # Validity twin: rows bounded with a mask may be read as often as needed.
+    masked = backend.rows(None).bounded(["u"], bounds, [group], None)
+    assert masked.count_table([group]).tolist() == masked.count_table([group]).tolist() == [2, 1]

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from numpy.typing import NDArray
 
-from dpframe._backends import bounding
+from dpframe._backends import _bounded, bounding
 from dpframe._backends.bounding import (
     ContributionBounds,
+    bounded_count_table,
     cell_numbers,
     contribution_mask,
     keeps_every_row,
@@ -522,3 +523,276 @@ def test_the_empty_frame_keeps_nothing() -> None:
 def test_source_is_the_bit_source_protocol() -> None:
     source: BitSource = GeneratorBitSource(np.random.default_rng(1))
     assert contribution_mask(np.array([0]), None, max_rows=1, max_groups=1, source=source).all()
+
+
+# ---------------------------------------------------------------- bounded counts, no mask
+
+
+def _exact_counts(
+    units: NDArray[np.int64], cells: NDArray[np.int64] | None, max_rows: int, cell_count: int
+) -> dict[int, NDArray[np.int64]]:
+    """Each unit's bounded rows per cell if it kept every cell: min(m, max_rows)."""
+    per_unit: dict[int, NDArray[np.int64]] = {}
+    cells_of = np.zeros(len(units), dtype=np.int64) if cells is None else cells
+    for unit in np.unique(units[units >= 0]).tolist():
+        mine = cells_of[(units == unit) & (cells_of >= 0)]
+        counts = np.bincount(mine, minlength=cell_count)
+        per_unit[unit] = np.minimum(counts, max_rows)
+    return per_unit
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(structure=structures(), masked=st.booleans(), two_columns=st.booleans())
+def test_bounded_counts_are_what_each_unit_keeps(
+    structure: dict[str, Any], masked: bool, two_columns: bool
+) -> None:
+    # The counts without a mask: each unit adds min(m, max_rows) to min(k, max_groups) of
+    # its k cells. Where no unit has more cells than max_groups there is no choice, and
+    # the table is exactly the count of contribution_mask's kept rows.
+    units, cells = structure["units"], structure["cells"]
+    max_rows, max_groups = structure["max_rows"], structure["max_groups"]
+    gen = np.random.default_rng(structure["seed"])
+    mask = gen.random(len(units)) < 0.7 if masked else None
+    if mask is not None:
+        cells = np.where(mask, 0 if cells is None else cells, -1)
+    codes: list[NDArray[Any]] = []
+    sizes: list[int] = []
+    if structure["cells"] is not None:  # 7 cells as one column, or as 1 x 7 of two columns
+        plain = structure["cells"]  # the mask goes separately
+        codes = [np.zeros_like(plain), plain] if two_columns else [plain]
+        codes = [c.astype(np.int8) for c in codes] if structure["encoding"] == "small" else codes
+        sizes = [1, 7] if two_columns else [7]
+    table = bounded_count_table(
+        units.astype(np.int8) if structure["encoding"] == "small" else units,
+        codes,
+        sizes,
+        max_rows=max_rows,
+        max_groups=max_groups,
+        source=GeneratorBitSource(gen),
+        mask=mask,
+    )
+    cell_count = 7 if sizes else 1
+    assert table.dtype == np.int64
+    assert table.shape == (cell_count,)
+    per_unit = _exact_counts(units, cells, max_rows, cell_count)
+    if all(np.count_nonzero(c) <= max_groups for c in per_unit.values()):
+        kept = contribution_mask(
+            units, cells, max_rows=max_rows, max_groups=max_groups, source=bit_source(None)
+        )
+        cells_of = np.zeros(len(units), dtype=np.int64) if cells is None else cells
+        assert table.tolist() == np.bincount(cells_of[kept], minlength=cell_count).tolist()
+    else:  # the choice binds: bounded above by every unit keeping every cell
+        assert (table >= 0).all()
+        assert (table <= sum(per_unit.values())).all()
+    # One unit at a time, the choice is visible: min(k, max_groups) cells, each full.
+    for unit, counts in per_unit.items():
+        alone = units == unit
+        one = bounded_count_table(
+            units[alone],
+            [c[alone] for c in codes],
+            sizes,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            source=GeneratorBitSource(gen),
+            mask=None if mask is None else mask[alone],
+        )
+        kept_cells = np.flatnonzero(one)
+        assert len(kept_cells) == min(np.count_nonzero(counts), max_groups)
+        assert one[kept_cells].tolist() == counts[kept_cells].tolist()
+
+
+def test_bounded_counts_keep_units_of_different_chunks_apart() -> None:
+    # Unit codes 0 and 2**16 share their low 16 bits, the unit's part of a 32-bit key when
+    # there are up to 2**16 cells: they are in different chunks, and each counts.
+    units = np.concatenate([np.arange(70_000), [0, 2**16, 2**16 + 1, 2**16 + 1]])
+    cells = np.concatenate([np.full(70_000, 1), [0, 0, 0, 0]])
+    table = bounded_count_table(
+        units, [cells], [2**16], max_rows=1, max_groups=5, source=bit_source(None)
+    )
+    assert table[:2].tolist() == [3, 70_000]
+    assert table.sum() == 70_003
+    # Every path: one cell (no grouping column), and a table too wide for the keys.
+    ungrouped = bounded_count_table(
+        units, [], [], max_rows=1, max_groups=1, source=bit_source(None)
+    )
+    assert ungrouped.tolist() == [70_000]
+    wide = bounded_count_table(
+        units, [cells], [2**25], max_rows=1, max_groups=5, source=bit_source(None)
+    )
+    assert wide[:2].tolist() == [3, 70_000]
+
+
+def _kept_cells_pvalue(source: BitSource) -> float:
+    """Chi-square p-value of the cells N_UNITS units keep (MAX_GROUPS of CELLS, ROWS rows
+    in each) against the uniform choice of C(5, 2) = 10 subsets. Each unit has its own
+    cells, so the table shows every unit's choice."""
+    units = np.repeat(np.arange(N_UNITS), CELLS * ROWS)
+    cells = np.repeat(np.arange(N_UNITS * CELLS), ROWS)
+    table = bounded_count_table(
+        units, [cells], [N_UNITS * CELLS], max_rows=MAX_ROWS, max_groups=MAX_GROUPS,
+        source=source,
+    )  # fmt: skip
+    kept = table.reshape(N_UNITS, CELLS)
+    assert set(np.unique(kept).tolist()) <= {0, MAX_ROWS}
+    assert (np.count_nonzero(kept, axis=1) == MAX_GROUPS).all()
+    patterns = (kept > 0).astype(np.int64) @ (1 << np.arange(CELLS))
+    subsets = itertools.combinations(range(CELLS), MAX_GROUPS)
+    allowed = np.array(sorted(sum(1 << c for c in chosen) for chosen in subsets))
+    category = np.searchsorted(allowed, patterns)
+    return chi_square_pvalue(category, np.arange(len(allowed)), np.full(len(allowed), 0.1))
+
+
+class _FewWords:
+    """The cryptographic words, at most ``limit`` per call: the kernel runs out within
+    units and must draw them again from fresh words."""
+
+    private = True
+
+    def __init__(self, limit: int) -> None:
+        self._source, self._limit = bit_source(None), limit
+        self.words_drawn = 0
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        return self._source.words(min(n, self._limit))
+
+
+@pytest.mark.parametrize("words", ["cryptographic", "few at a time"])
+def test_bounded_counts_choose_cells_uniformly(words: str) -> None:
+    source = bit_source(None) if words == "cryptographic" else _FewWords(2001)
+    assert _kept_cells_pvalue(source) > FALSE_ALARM
+
+
+def test_kept_cells_test_rejects_a_fixed_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validity twin: a kernel that keeps each unit's first ``max_groups`` cells (by cell
+    number, as a ``head()`` would) must fail the same test."""
+
+    def first_cells(
+        keys: NDArray[np.uint32], cell_bits: int, max_rows: int, max_groups: int,
+        starts: NDArray[np.int64], stops: NDArray[np.int64], groups: NDArray[np.int64],
+        first: int, words: object, chosen: object, table: NDArray[np.int64],
+    ) -> tuple[int, int]:  # fmt: skip
+        for start, stop in zip(starts[first:].tolist(), stops[first:].tolist(), strict=True):
+            unit_keys = keys[start:stop]
+            cells = np.unique(unit_keys & ((1 << cell_bits) - 1))[:max_groups]
+            table[cells] += max_rows
+        return len(starts), 0
+
+    monkeypatch.setattr(_bounded, "add_chosen_pairs", first_cells)
+    assert _kept_cells_pvalue(bit_source(None)) < FALSE_ALARM
+
+
+def test_running_out_of_words_undoes_the_unit() -> None:
+    keys = np.sort(
+        np.array(
+            [(0 << 8) | c for c in range(6)] + [(1 << 8) | c for c in range(6)], dtype=np.uint32
+        )
+    )
+    starts, stops, groups = np.array([0, 6]), np.array([6, 12]), np.array([6, 6])
+    table, chosen = np.zeros(256, dtype=np.int64), np.zeros(6, dtype=np.uint8)
+    words = np.array([2**63 + 12345], dtype=np.uint64)  # two halves: the first unit needs 3
+    done, used = _bounded.add_chosen_pairs(
+        keys, 8, 1, 3, starts, stops, groups, 0, words, chosen, table
+    )
+    assert (done, used) == (0, 0)
+    assert not table.any()
+    assert not chosen.any()
+    words = bit_source(None).words(64)
+    done, used = _bounded.add_chosen_pairs(
+        keys, 8, 1, 3, starts, stops, groups, 0, words, chosen, table
+    )
+    assert (done, table.sum()) == (2, 6)
+    assert used >= 6
+    assert not chosen.any()
+
+
+def _pending(n: int) -> tuple[NDArray[np.int64], ...]:
+    return tuple(np.empty(n, np.int64) for _ in range(3))
+
+
+KEYS = np.arange(4, dtype=np.uint32)  # with cell_bits=2: unit 0, in cells 0, 1, 2, 3
+WORDS = np.full(8, 2**63, dtype=np.uint64)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: bounded_count_table(
+            np.array([0, 1]),
+            [np.array([0, 3])],
+            [3],
+            max_rows=1,
+            max_groups=1,
+            source=bit_source(None),
+        ),  # a code beyond its domain
+        lambda: _bounded.partition_keys(
+            np.array([0, 2**20]),
+            (),
+            (),
+            None,
+            16,
+            np.empty(2, np.uint32),
+            np.empty(2, np.int64),
+            np.empty(1, np.int64),
+        ),  # a unit beyond the chunks
+        lambda: _bounded.add_bounded_counts(
+            KEYS, np.array([0, 4]), np.array([5]), 2, 1, 1, np.zeros(4, np.int64), *_pending(1)
+        ),  # a chunk past the keys
+        lambda: _bounded.add_bounded_counts(
+            KEYS, np.array([0, 4]), np.array([4]), 2, 1, 10, np.zeros(2, np.int64), *_pending(4)
+        ),  # a cell beyond the table
+        lambda: _bounded.add_bounded_counts(
+            np.arange(8, dtype=np.uint32),
+            np.array([0, 8]),
+            np.array([8]),
+            1,
+            1,
+            1,
+            np.zeros(2, np.int64),
+            *_pending(1),
+        ),  # more units set aside than room given (4 units of 2 cells)
+        lambda: _bounded.add_chosen_pairs(
+            KEYS,
+            2,
+            1,
+            1,
+            np.array([0]),
+            np.array([4]),
+            np.array([5]),
+            0,
+            WORDS,
+            np.zeros(8, np.uint8),
+            np.zeros(4, np.int64),
+        ),  # more cells than the unit's keys hold
+        lambda: _bounded.add_chosen_pairs(
+            KEYS,
+            2,
+            1,
+            1,
+            np.array([0]),
+            np.array([5]),
+            np.array([4]),
+            0,
+            WORDS,
+            np.zeros(8, np.uint8),
+            np.zeros(4, np.int64),
+        ),  # keys past the end
+        lambda: _bounded.add_chosen_pairs(
+            KEYS,
+            2,
+            1,
+            1,
+            np.array([0]),
+            np.array([4]),
+            np.array([4]),
+            0,
+            WORDS,
+            np.zeros(2, np.uint8),
+            np.zeros(4, np.int64),
+        ),  # too little room to mark the unit's cells
+    ],
+)
+def test_the_count_kernels_refuse_what_would_index_out_of_bounds(
+    call: Callable[[], object],
+) -> None:
+    with pytest.raises((ValueError, InvalidParameterError)):
+        call()

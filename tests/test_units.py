@@ -857,6 +857,28 @@ def test_a_multi_column_unit_with_a_missing_id_has_no_unit(dtype: str) -> None:
     assert bounded.count_table([group]).tolist() == [9]  # 12 rows, 3 without a unit
 
 
+@pytest.mark.parametrize("columns", [["id"], ["id", "household"]])
+@pytest.mark.parametrize("dtype", ["float64", "float64[pyarrow]", "float32[pyarrow]"])
+def test_float_unit_ids_equal_in_value_are_one_unit(dtype: str, columns: list[str]) -> None:
+    """0.0 and -0.0 are one id, and NaN (Arrow's too) is no id, whatever the storage.
+
+    Arrow tells floats apart by their bits: an Arrow id column counted -0.0 as a second
+    unit, each bounded on its own, and an Arrow NaN (a value, not a null) as a unit.
+    """
+    pyarrow = pytest.importorskip("pyarrow")
+    ids = [0.0, -0.0] * 20 + [1.0, float("nan"), float("nan")]
+    column = pd.Series(pyarrow.array(ids, from_pandas=False)).astype(dtype)
+    frame = pd.DataFrame({"id": column, "household": "h", "g": "a"})
+    frame.dp.set_budget(epsilon=math.inf, privacy_unit=columns, domains={"g": ["a"]})
+    rows = backend_for(frame).rows(None)
+    group = Group("g", pd.Index(["a"]), frame["g"].dtype)
+    for counts_only in (True, False):
+        bounded = rows.bounded(
+            columns, ContributionBounds(1, 1), [group], None, counts_only=counts_only
+        )
+        assert bounded.count_table([group]).tolist() == [2]  # ids 0.0 and 1.0
+
+
 def test_a_frame_that_lost_its_ledger_in_a_merge_says_so(panel: pd.DataFrame) -> None:
     """Not "declare a unit", which would put a second budget on the same people."""
     prices = pd.DataFrame({"year": range(1980, 1988), "cpi": np.linspace(82.0, 113.0, 8)})

@@ -81,13 +81,18 @@ class Rows(Protocol):
         bounds: ContributionBounds,
         groups: Sequence[Group],
         rng: np.random.Generator | None,
+        *,
+        counts_only: bool = False,
     ) -> Rows:
         """These rows with each privacy unit's contribution bounded (a uniform random choice).
 
         Each unit keeps rows in at most ``bounds.max_groups`` cells of ``groups`` (one
         cell when there are none) and at most ``bounds.max_rows`` rows in each
         (:func:`dpframe._backends.bounding.contribution_mask`); rows with a missing unit
-        id are dropped.
+        id are dropped. With ``counts_only``, the caller reads one count of these rows
+        (:meth:`count`, or :meth:`count_table` of ``groups``) and nothing else, so a
+        backend may count the rows each unit keeps without choosing which
+        (:func:`dpframe._backends.bounding.bounded_count_table`).
         """
         ...
 

@@ -713,7 +713,9 @@ def _partition_aggregate(partition: pd.DataFrame, query: _Query) -> NDArray[Any]
         # or, for a caller's rng, a stream derived from its seed and the partition's data
         # (tests only: such releases are not private).
         rng = None if b.seed is None else np.random.default_rng([b.seed, len(partition)])
-        rows = rows.bounded(b.unit, b.bounds, b.groups, rng)
+        # This query's one aggregate: a count of the cells the rows were bounded for.
+        counts_only = query.kind in ("rows", "counts") and query.groups == b.groups
+        rows = rows.bounded(b.unit, b.bounds, b.groups, rng, counts_only=counts_only)
     if query.kind == "rows":
         return np.array([rows.count()], dtype=np.int64)
     if query.kind == "counts":
@@ -807,8 +809,15 @@ class DaskRows:
         bounds: ContributionBounds,
         groups: Sequence[Group],
         rng: np.random.Generator | None,
+        *,
+        counts_only: bool = False,
     ) -> DaskRows:
-        """Bounded on the workers, after a shuffle that puts all rows of a unit together."""
+        """Bounded on the workers, after a shuffle that puts all rows of a unit together.
+
+        Each aggregate is one query, bounded afresh on each partition: a count query's
+        partitions count each unit's kept rows without choosing them, whatever
+        ``counts_only`` says.
+        """
         seed = None if rng is None else int(rng.integers(2**62))
         bounding = _Bounding(tuple(unit), bounds, tuple(groups), seed)
         return DaskRows(self._frame, self._where, bounding)

@@ -42,12 +42,16 @@ class PandasRows:
         self,
         frame: pd.DataFrame,
         mask: NDArray[np.bool_] | Callable[[], NDArray[np.bool_] | None] | None,
+        counts: _BoundedCounts | None = None,
     ) -> None:
         self._frame = frame
         self._given = mask
+        self._counts = counts  # rows bounded for one count only (see bounded)
 
     @functools.cached_property
     def _mask(self) -> NDArray[np.bool_] | None:
+        if self._counts is not None:
+            raise DPFrameError("internal error: rows bounded for a count were read otherwise")
         return self._given() if callable(self._given) else self._given
 
     def _codes(self, groups: Sequence[Group]) -> list[kernels.Codes]:
@@ -57,10 +61,14 @@ class PandasRows:
         return _validation.numeric_values(self._frame[column], column)
 
     def count(self) -> int:
+        if self._counts is not None:
+            return int(self._counts.table(())[0])
         return len(self._frame) if self._mask is None else int(self._mask.sum())
 
     def count_table(self, groups: Sequence[Group]) -> NDArray[np.int64]:
         sizes = [len(g.domain) for g in groups]
+        if self._counts is not None:
+            return self._counts.table(groups).reshape(sizes)
         return kernels.count_table(self._codes(groups), sizes, self._mask)
 
     def sum(self, column: ColumnLabel, grid: SumGrid) -> int:
@@ -104,7 +112,12 @@ class PandasRows:
         bounds: ContributionBounds,
         groups: Sequence[Group],
         rng: np.random.Generator | None,
+        *,
+        counts_only: bool = False,
     ) -> PandasRows:
+        if counts_only:
+            return PandasRows(self._frame, None, _BoundedCounts(self, unit, bounds, groups, rng))
+
         def keep() -> NDArray[np.bool_] | None:
             units = unit_codes(self._frame, unit)
             codes, sizes = self._codes(groups), [len(g.domain) for g in groups]
@@ -145,6 +158,53 @@ class PandasRows:
         return counts.astype(np.int64).reshape(sizes)
 
 
+class _BoundedCounts:
+    """The one count of rows bounded per unit: each unit's kept rows counted, not chosen.
+
+    :func:`bounding.bounded_count_table` gives the same counts in distribution as
+    counting :func:`bounding.contribution_mask`'s kept rows, without the mask. Read once,
+    for the groups the rows were bounded for: a second read would be a second draw.
+    """
+
+    def __init__(
+        self,
+        rows: PandasRows,
+        unit: Sequence[ColumnLabel],
+        bounds: ContributionBounds,
+        groups: Sequence[Group],
+        rng: np.random.Generator | None,
+    ) -> None:
+        self._rows, self._unit, self._bounds = rows, unit, bounds
+        self._groups, self._rng = tuple(groups), rng
+        self._read = False
+
+    def table(self, groups: Sequence[Group]) -> NDArray[np.int64]:
+        """The bounded count of each cell of ``groups``, flat (one cell when there are none)."""
+        if self._read or tuple(groups) != self._groups:
+            raise DPFrameError("internal error: rows bounded for one count were read again")
+        self._read = True
+        rows, bounds = self._rows, self._bounds
+        frame, given = rows._frame, rows._mask  # the rows before bounding (where=, present)
+        units = unit_codes(frame, self._unit)
+        codes, sizes = rows._codes(groups), [len(g.domain) for g in groups]
+        cell_count = math.prod(sizes)
+        if all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
+            units, cell_count=cell_count, max_rows=bounds.max_rows, max_groups=bounds.max_groups
+        ):  # every row in a cell is kept: count them all
+            if not groups:
+                return np.array([len(frame) if given is None else int(given.sum())])
+            return kernels.count_table(codes, sizes, given).reshape(-1)
+        return bounding.bounded_count_table(
+            units,
+            codes,
+            sizes,
+            max_rows=bounds.max_rows,
+            max_groups=bounds.max_groups,
+            source=bit_source(self._rng),
+            mask=given,
+        )
+
+
 def observed_domain(keys: pd.Index, dtype: Any, name: ColumnLabel) -> pd.Index:
     """The keys found in a column, in a data-independent order (sorted; by type and text
     when the keys do not compare), checked against its dtype like a declared domain.
@@ -163,8 +223,27 @@ def observed_domain(keys: pd.Index, dtype: Any, name: ColumnLabel) -> pd.Index:
     return _validation.declared_domain(dtype, name, {name: ordered}, {})
 
 
+def _arrow_float_as_numpy(column: pd.Series) -> pd.Series:
+    """An Arrow float column as float64 with -0.0 made 0.0 and Arrow's NaN made missing.
+
+    Arrow compares floats by their bits (0.0 and -0.0 differ, NaN is a value), pandas by
+    value: ids equal in value must be one unit, as they are in a numpy float column.
+    """
+    dtype = column.dtype
+    if isinstance(dtype, pd.ArrowDtype) and dtype.kind == "f":
+        return pd.Series(
+            column.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0, index=column.index
+        )
+    return column
+
+
 def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.integer[Any]]:
     """The privacy unit of each row as an integer code; -1 where an id is missing."""
+    if any(isinstance(frame[name].dtype, pd.ArrowDtype) for name in unit):
+        frame = pd.DataFrame(
+            {position: _arrow_float_as_numpy(frame[name]) for position, name in enumerate(unit)}
+        )
+        unit = list(range(len(unit)))
     if len(unit) == 1:
         column = frame[unit[0]]
         if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu" and len(column):

@@ -1,0 +1,648 @@
+/*
+ * Bounded counts per cell without a row mask: dpframe._backends._bounded.
+ *
+ * A count needs, of contribution bounding, only how many rows each unit keeps in each
+ * cell: min(m, max_rows) in each kept cell where it has m rows, and which cells it keeps
+ * when it has more than max_groups. So rows are grouped by (unit, cell) as 32-bit keys,
+ * cell in the low bits and unit in the high ones, which numpy sorts about twice as fast
+ * as 64-bit keys:
+ *
+ *   partition_keys      splits the rows into chunks of 2**(32 - cell_bits) units (unit
+ *                       codes above that go to later chunks) and writes each row's key
+ *                       within its chunk: a pass counting units, then one computing
+ *                       cell numbers from the code columns a block at a time and
+ *                       scattering the keys;
+ *   (numpy sorts each chunk)
+ *   add_bounded_counts  walks each unit's sorted keys: a unit in at most max_groups cells
+ *                       adds min(m, max_rows) to each; a unit in more is set aside, with
+ *                       where its keys start and stop and its number of cells;
+ *   add_chosen_pairs    draws which max_groups cells each set-aside unit keeps (Floyd's
+ *                       algorithm on Lemire's exact uniform integers, from random words
+ *                       the caller draws from its cryptographic source) and adds
+ *                       min(m, max_rows) for each.
+ *
+ * No word is drawn here, and none is read but those given. Rows with a negative unit
+ * or cell code, or outside the mask, are in no cell and are not written. Every index is
+ * checked before it is used: a unit beyond the chunks, a cell beyond the table, pending
+ * units beyond the room given or not matching the keys are errors, never writes out of
+ * bounds.
+ * The GIL is released while rows are read, so Dask's threads run in parallel.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CELL_BITS 24
+
+/* The struct-module type character of a buffer of one native scalar type; 0 otherwise. */
+static char
+type_char(const Py_buffer *view)
+{
+    const char *f = view->format;
+    if (f == NULL) {
+        return 'B';
+    }
+    if (f[0] == '@' || f[0] == '=' || f[0] == (PY_LITTLE_ENDIAN ? '<' : '>')) {
+        f++;
+    }
+    return (f[0] != '\0' && f[1] == '\0') ? f[0] : 0;
+}
+
+static int
+get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous buffer", name);
+        return -1;
+    }
+    if (view->ndim > 1) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s must be one-dimensional", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* A buffer of signed integers of 4 or 8 bytes (int32, int64). */
+static int
+signed_codes(const Py_buffer *view, const char *name)
+{
+    char c = type_char(view);
+    if ((view->itemsize != 4 && view->itemsize != 8) || c == 0 ||
+        strchr("ilqn", c) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s must be int32 or int64", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+typed(const Py_buffer *view, Py_ssize_t itemsize, const char *chars, const char *name,
+      const char *what)
+{
+    char c = type_char(view);
+    if (view->itemsize != itemsize || c == 0 || strchr(chars, c) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s must be %s", name, what);
+        return -1;
+    }
+    return 0;
+}
+
+#define BLOCK 2048
+#define MAX_COLUMNS 32
+
+typedef struct {
+    const char *data;
+    Py_ssize_t itemsize;
+    int64_t size;   /* the column's domain size: codes lie in [-1, size) */
+    int64_t stride; /* what one step of this column's code adds to a cell number */
+} code_column;
+
+/* Cell numbers of rows [start, start + n), below 2**24 (MAX_CELL_BITS): -1 for a row
+ * with a missing code (any negative one); returns -1 if a code is beyond its domain. */
+static int
+block_cells(const code_column *columns, Py_ssize_t ncolumns, Py_ssize_t start, Py_ssize_t n,
+            int32_t *cells)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cells[i] = 0;
+    }
+    int any_missing = 0;
+    for (Py_ssize_t j = 0; j < ncolumns; j++) {
+        const code_column *c = &columns[j];
+        const int32_t stride = (int32_t)c->stride;
+        int64_t high = -1, low = 0;
+        /* A missing code (-1; any negative one) makes the cell negative: its sum is at
+         * most -2**25 whatever the other columns add (each below 2**24). */
+#define ADD_CODES(type)                                                  \
+    do {                                                                 \
+        const type *codes = (const type *)c->data + start;               \
+        for (Py_ssize_t i = 0; i < n; i++) {                             \
+            const int64_t code = codes[i];                               \
+            low = code < low ? code : low;                               \
+            high = code > high ? code : high;                            \
+            cells[i] += code < 0 ? -(1 << 25)                             \
+                                 : (int32_t)((uint32_t)code * (uint32_t)stride); \
+        }                                                                \
+    } while (0)
+        switch (c->itemsize) {
+        case 1: ADD_CODES(int8_t); break;
+        case 2: ADD_CODES(int16_t); break;
+        case 4: ADD_CODES(int32_t); break;
+        default: ADD_CODES(int64_t); break;
+        }
+#undef ADD_CODES
+        if (high >= c->size) {
+            return -1;
+        }
+        any_missing |= low < 0;
+    }
+    if (any_missing) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            cells[i] = cells[i] < 0 ? -1 : cells[i];
+        }
+    }
+    return 0;
+}
+
+/* partition_keys(units, codes, sizes, mask, cell_bits, keys, offsets, ends)
+ *
+ * Chunk k of units (codes k * 2**(32 - cell_bits) and up) gets keys[offsets[k] :
+ * offsets[k + 1]], room for every row with a unit there; its rows in a cell (and in
+ * the mask) fill keys[offsets[k] : ends[k]]. Cell numbers are row-major over the code
+ * columns (none: every row in cell 0). */
+static PyObject *
+partition_keys(PyObject *self, PyObject *args)
+{
+    PyObject *units_obj, *codes, *sizes, *mask_obj, *keys_obj, *offsets_obj, *ends_obj;
+    int cell_bits;
+    if (!PyArg_ParseTuple(args, "OO!O!OiOOO:partition_keys", &units_obj, &PyTuple_Type, &codes,
+                          &PyTuple_Type, &sizes, &mask_obj, &cell_bits, &keys_obj,
+                          &offsets_obj, &ends_obj)) {
+        return NULL;
+    }
+    const Py_ssize_t ncolumns = PyTuple_GET_SIZE(codes);
+    if (ncolumns > MAX_COLUMNS || PyTuple_GET_SIZE(sizes) != ncolumns) {
+        PyErr_SetString(PyExc_ValueError, "one domain size per code column, at most 32");
+        return NULL;
+    }
+    if (cell_bits < 0 || cell_bits > MAX_CELL_BITS) {
+        PyErr_SetString(PyExc_ValueError, "need 0 <= cell_bits <= 24");
+        return NULL;
+    }
+    Py_buffer views[MAX_COLUMNS + 5];
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *counts = NULL;
+    code_column columns[MAX_COLUMNS];
+    if (get_buffer(units_obj, &views[held], 0, "units") < 0) goto done;
+    Py_buffer *units = &views[held++];
+    if (signed_codes(units, "units") < 0) goto done;
+    const Py_ssize_t n = units->len / units->itemsize;
+    int64_t cell_count = 1;
+    for (Py_ssize_t j = ncolumns - 1; j >= 0; j--) {
+        if (get_buffer(PyTuple_GET_ITEM(codes, j), &views[held], 0, "codes") < 0) goto done;
+        Py_buffer *view = &views[held++];
+        const Py_ssize_t size = PyNumber_AsSsize_t(PyTuple_GET_ITEM(sizes, j), PyExc_OverflowError);
+        if (size < 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "domain sizes must be non-negative");
+            }
+            goto done;
+        }
+        const char c = type_char(view);
+        if (c == 0 || strchr("bhilqn", c) == NULL || view->len / view->itemsize != n) {
+            PyErr_SetString(PyExc_TypeError, "codes must be signed integers, one per unit code");
+            goto done;
+        }
+        columns[j].data = view->buf;
+        columns[j].itemsize = view->itemsize;
+        columns[j].size = size;
+        columns[j].stride = cell_count;
+        if (size > 0 && cell_count > (((int64_t)1 << cell_bits) / size)) {
+            PyErr_SetString(PyExc_ValueError, "the cells do not fit in cell_bits");
+            goto done;
+        }
+        cell_count *= size;
+    }
+    if (cell_count > ((int64_t)1 << cell_bits)) {
+        PyErr_SetString(PyExc_ValueError, "the cells do not fit in cell_bits");
+        goto done;
+    }
+    const uint8_t *mask = NULL;
+    if (mask_obj != Py_None) {
+        if (get_buffer(mask_obj, &views[held], 0, "mask") < 0) goto done;
+        Py_buffer *m = &views[held++];
+        if (typed(m, 1, "?", "mask", "bool") < 0) goto done;
+        if (m->len != n) {
+            PyErr_SetString(PyExc_ValueError, "mask must have one flag per row");
+            goto done;
+        }
+        mask = (const uint8_t *)m->buf;
+    }
+    if (get_buffer(keys_obj, &views[held], 1, "keys") < 0) goto done;
+    Py_buffer *keys_view = &views[held++];
+    if (typed(keys_view, 4, "IL", "keys", "uint32") < 0) goto done;
+    if (keys_view->len / 4 != n) {
+        PyErr_SetString(PyExc_ValueError, "keys must have room for one key per row");
+        goto done;
+    }
+    if (get_buffer(offsets_obj, &views[held], 1, "offsets") < 0) goto done;
+    Py_buffer *offsets_view = &views[held++];
+    if (typed(offsets_view, 8, "lqn", "offsets", "int64") < 0) goto done;
+    const Py_ssize_t chunks = offsets_view->len / 8 - 1;
+    if (get_buffer(ends_obj, &views[held], 1, "ends") < 0) goto done;
+    Py_buffer *ends_view = &views[held++];
+    if (typed(ends_view, 8, "lqn", "ends", "int64") < 0) goto done;
+    if (chunks < 1 || ends_view->len / 8 != chunks) {
+        PyErr_SetString(PyExc_ValueError, "offsets and ends must have room for the chunks");
+        goto done;
+    }
+    counts = calloc((size_t)chunks + 1, sizeof(int64_t));
+    if (counts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int chunk_bits = 32 - cell_bits;
+    const uint32_t low_mask = chunk_bits == 32 ? 0xFFFFFFFFu : ((uint32_t)1 << chunk_bits) - 1;
+    const char *u = units->buf;
+    const Py_ssize_t us = units->itemsize;
+    uint32_t *keys = keys_view->buf;
+    int64_t *offsets = offsets_view->buf, *ends = ends_view->buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* Pass 1: rows per chunk, from the units alone (a row in no cell leaves its room
+     * unused), and the check of every unit code (a negative one counts in no chunk). */
+#define COUNT_UNITS(type)                                                       \
+    do {                                                                        \
+        const type *units_at = (const type *)u;                                 \
+        for (Py_ssize_t i = 0; i < n; i++) {                                    \
+            const int64_t unit = units_at[i];                                   \
+            const int64_t chunk = unit < 0 ? -1 : (unit >> chunk_bits);         \
+            bad |= chunk >= chunks;                                             \
+            counts[chunk + 1 - (chunk >= chunks) * (chunk + 1)]++;              \
+        }                                                                       \
+    } while (0)
+    if (us == 4) {
+        COUNT_UNITS(int32_t);
+    } else {
+        COUNT_UNITS(int64_t);
+    }
+#undef COUNT_UNITS
+    counts[0] = 0; /* rows with no unit (or a bad one) were counted there */
+    if (!bad) {
+        for (Py_ssize_t k = 0; k < chunks; k++) {
+            counts[k + 1] += counts[k];
+        }
+        for (Py_ssize_t k = 0; k <= chunks; k++) {
+            offsets[k] = counts[k];
+        }
+        /* Pass 2: a block's cell numbers, then each kept row's key at the next place of
+         * its chunk. */
+        int32_t cells[BLOCK];
+        for (Py_ssize_t start = 0; start < n && !bad; start += BLOCK) {
+            const Py_ssize_t m = n - start < BLOCK ? n - start : BLOCK;
+            if (block_cells(columns, ncolumns, start, m, cells) < 0) {
+                bad = 2;
+                break;
+            }
+            if (mask != NULL) {
+                for (Py_ssize_t r = 0; r < m; r++) {
+                    cells[r] = mask[start + r] ? cells[r] : -1;
+                }
+            }
+#define SCATTER(type)                                                               \
+    do {                                                                            \
+        const type *units_at = (const type *)u + start;                             \
+        for (Py_ssize_t r = 0; r < m; r++) {                                        \
+            const int64_t unit = units_at[r];                                       \
+            if (unit < 0 || cells[r] < 0) {                                         \
+                continue;                                                           \
+            }                                                                       \
+            const uint32_t low = (uint32_t)unit & low_mask;                         \
+            keys[counts[unit >> chunk_bits]++] =                                    \
+                cell_bits == 0 ? low : (low << cell_bits) | (uint32_t)cells[r];     \
+        }                                                                           \
+    } while (0)
+            if (us == 4) {
+                SCATTER(int32_t);
+            } else {
+                SCATTER(int64_t);
+            }
+#undef SCATTER
+        }
+        for (Py_ssize_t k = 0; k < chunks; k++) {
+            ends[k] = counts[k];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad == 1 ? "a unit code beyond the chunks"
+                                                   : "a code beyond its domain");
+        goto done;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    free(counts);
+    for (int i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    return result;
+}
+
+/* add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table,
+ *                    pending_starts, pending_stops, pending_cells) -> pending units
+ * Chunk k's sorted keys are keys[offsets[k] : ends[k]]; a unit set aside has its keys
+ * in keys[start : stop] and that many cells. */
+static PyObject *
+add_bounded_counts(PyObject *self, PyObject *args)
+{
+    PyObject *keys_obj, *offsets_obj, *ends_obj, *table_obj, *starts_obj, *stops_obj, *pairs_obj;
+    int cell_bits;
+    long long max_rows, max_groups;
+    if (!PyArg_ParseTuple(args, "OOOiLLOOOO:add_bounded_counts", &keys_obj, &offsets_obj,
+                          &ends_obj, &cell_bits, &max_rows, &max_groups, &table_obj,
+                          &starts_obj, &stops_obj, &pairs_obj)) {
+        return NULL;
+    }
+    if (cell_bits < 0 || cell_bits > MAX_CELL_BITS || max_rows < 1 || max_groups < 1) {
+        PyErr_SetString(PyExc_ValueError, "need 0 <= cell_bits <= 24 and positive bounds");
+        return NULL;
+    }
+    Py_buffer views[7];
+    int held = 0;
+    PyObject *result = NULL;
+    if (get_buffer(keys_obj, &views[held], 0, "keys") < 0) goto done;
+    Py_buffer *keys_view = &views[held++];
+    if (typed(keys_view, 4, "IL", "keys", "uint32") < 0) goto done;
+    if (get_buffer(offsets_obj, &views[held], 0, "offsets") < 0) goto done;
+    Py_buffer *offsets_view = &views[held++];
+    if (typed(offsets_view, 8, "lqn", "offsets", "int64") < 0) goto done;
+    if (get_buffer(ends_obj, &views[held], 0, "ends") < 0) goto done;
+    Py_buffer *ends_view = &views[held++];
+    if (typed(ends_view, 8, "lqn", "ends", "int64") < 0) goto done;
+    if (get_buffer(table_obj, &views[held], 1, "table") < 0) goto done;
+    Py_buffer *table_view = &views[held++];
+    if (typed(table_view, 8, "lqn", "table", "int64") < 0) goto done;
+    if (get_buffer(starts_obj, &views[held], 1, "pending_starts") < 0) goto done;
+    Py_buffer *starts_view = &views[held++];
+    if (typed(starts_view, 8, "lqn", "pending_starts", "int64") < 0) goto done;
+    if (get_buffer(stops_obj, &views[held], 1, "pending_stops") < 0) goto done;
+    Py_buffer *stops_view = &views[held++];
+    if (typed(stops_view, 8, "lqn", "pending_stops", "int64") < 0) goto done;
+    if (get_buffer(pairs_obj, &views[held], 1, "pending_cells") < 0) goto done;
+    Py_buffer *pairs_view = &views[held++];
+    if (typed(pairs_view, 8, "lqn", "pending_cells", "int64") < 0) goto done;
+
+    const uint32_t *keys = keys_view->buf;
+    const Py_ssize_t n = keys_view->len / 4;
+    const int64_t *offsets = offsets_view->buf;
+    const Py_ssize_t chunks = offsets_view->len / 8 - 1;
+    int64_t *table = table_view->buf;
+    const int64_t cells = table_view->len / 8;
+    int64_t *starts = starts_view->buf, *stops = stops_view->buf, *pairs = pairs_view->buf;
+    Py_ssize_t room = starts_view->len / 8;
+    room = stops_view->len / 8 < room ? stops_view->len / 8 : room;
+    room = pairs_view->len / 8 < room ? pairs_view->len / 8 : room;
+    const int64_t *ends = ends_view->buf;
+    if (ends_view->len / 8 != chunks) {
+        PyErr_SetString(PyExc_ValueError, "one end per chunk");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < chunks; k++) {
+        if (offsets[k] < 0 || offsets[k] > ends[k] || ends[k] > offsets[k + 1] ||
+            offsets[k + 1] > n) {
+            PyErr_SetString(PyExc_ValueError, "each chunk's keys must lie within the keys");
+            goto done;
+        }
+    }
+    const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
+    Py_ssize_t pending = 0;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* Each unit's keys are read twice while in cache: once to find where they end and
+     * how many cells they cover, then, for a unit within max_groups cells, to add 1 for
+     * each of the first max_rows rows of each cell (a row's rank in its cell counts the
+     * equal keys before it). */
+    for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
+        const Py_ssize_t end = ends[k];
+        Py_ssize_t i = offsets[k];
+        while (i < end) {
+            const Py_ssize_t first = i;
+            const uint64_t unit = (uint64_t)keys[i] >> cell_bits;
+            int64_t groups = 1;
+            uint32_t previous = keys[i];
+            for (i++; i < end && ((uint64_t)keys[i] >> cell_bits) == unit; i++) {
+                groups += keys[i] != previous;
+                previous = keys[i];
+            }
+            if (groups > max_groups) { /* the caller chooses which cells it keeps */
+                if (pending == room) {
+                    bad = 1;
+                    break;
+                }
+                starts[pending] = first;
+                stops[pending] = i;
+                pairs[pending] = groups;
+                pending++;
+                continue;
+            }
+            int64_t rank = 0;
+            previous = ~keys[first]; /* differs from the first key */
+            for (Py_ssize_t j = first; j < i; j++) {
+                const uint32_t key = keys[j];
+                rank = key == previous ? rank + 1 : 0;
+                previous = key;
+                const int64_t cell = key & cell_mask;
+                if (cell >= cells) {
+                    bad = 2;
+                    break;
+                }
+                table[cell] += rank < max_rows;
+            }
+            if (bad) {
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad == 1 ? "more pending units than room given"
+                                                   : "a cell beyond the table");
+        goto done;
+    }
+    result = PyLong_FromSsize_t(pending);
+done:
+    for (int i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    return result;
+}
+
+/* Lemire's method: an integer uniform in [0, bound) from 32-bit halves, bound in
+ * [1, 2**32]; returns 0 and leaves *out alone when the halves run out. Each accepted
+ * value has exactly floor(2**32 / bound) preimages, whatever the rejections before it. */
+static inline int
+uniform_below(const uint32_t *halves, Py_ssize_t count, Py_ssize_t *used, uint64_t bound,
+              uint64_t *out)
+{
+    while (*used < count) {
+        const uint64_t m = (uint64_t)halves[(*used)++] * bound;
+        /* 2**32 mod bound < bound: only a low part below the bound may be rejected, so
+         * the division is rarely needed. */
+        if ((uint32_t)m >= bound || (uint32_t)m >= (((uint64_t)1 << 32) - bound) % bound) {
+            *out = m >> 32;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* add_chosen_pairs(keys, cell_bits, max_rows, max_groups, pending_starts, pending_stops,
+ *                  pending_cells, first, words, chosen, table) -> (units done, halves used)
+ *
+ * Each pending unit, from the first, keeps max_groups of its k cells, every subset
+ * equally likely: Floyd's algorithm picks the smaller of the kept and the dropped sets
+ * (the kept one when k > 2 * max_groups, as bounding._drop_flags does), marking picks
+ * in `chosen` (one byte per cell of the unit, all 0 between units). Its kept cells add
+ * min(m, max_rows). When the words run out within a unit, its picks are undone and the
+ * call returns: the caller passes fresh words for that unit and the rest. */
+static PyObject *
+add_chosen_pairs(PyObject *self, PyObject *args)
+{
+    PyObject *keys_obj, *starts_obj, *stops_obj, *pairs_obj, *words_obj, *chosen_obj, *table_obj;
+    int cell_bits;
+    long long max_rows, max_groups;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "OiLLOOOnOOO:add_chosen_pairs", &keys_obj, &cell_bits,
+                          &max_rows, &max_groups, &starts_obj, &stops_obj, &pairs_obj, &first,
+                          &words_obj, &chosen_obj, &table_obj)) {
+        return NULL;
+    }
+    if (cell_bits < 0 || cell_bits > MAX_CELL_BITS || max_rows < 1 || max_groups < 1) {
+        PyErr_SetString(PyExc_ValueError, "need 0 <= cell_bits <= 24 and positive bounds");
+        return NULL;
+    }
+    Py_buffer views[7];
+    int held = 0;
+    PyObject *result = NULL;
+    if (get_buffer(keys_obj, &views[held], 0, "keys") < 0) goto done;
+    Py_buffer *keys_view = &views[held++];
+    if (typed(keys_view, 4, "IL", "keys", "uint32") < 0) goto done;
+    if (get_buffer(starts_obj, &views[held], 0, "pending_starts") < 0) goto done;
+    Py_buffer *starts_view = &views[held++];
+    if (typed(starts_view, 8, "lqn", "pending_starts", "int64") < 0) goto done;
+    if (get_buffer(stops_obj, &views[held], 0, "pending_stops") < 0) goto done;
+    Py_buffer *stops_view = &views[held++];
+    if (typed(stops_view, 8, "lqn", "pending_stops", "int64") < 0) goto done;
+    if (get_buffer(pairs_obj, &views[held], 0, "pending_cells") < 0) goto done;
+    Py_buffer *pairs_view = &views[held++];
+    if (typed(pairs_view, 8, "lqn", "pending_cells", "int64") < 0) goto done;
+    if (get_buffer(words_obj, &views[held], 0, "words") < 0) goto done;
+    Py_buffer *words_view = &views[held++];
+    if (typed(words_view, 8, "LkQN", "words", "uint64") < 0) goto done;
+    if (get_buffer(chosen_obj, &views[held], 1, "chosen") < 0) goto done;
+    Py_buffer *chosen_view = &views[held++];
+    if (typed(chosen_view, 1, "?B", "chosen", "bool or uint8") < 0) goto done;
+    if (get_buffer(table_obj, &views[held], 1, "table") < 0) goto done;
+    Py_buffer *table_view = &views[held++];
+    if (typed(table_view, 8, "lqn", "table", "int64") < 0) goto done;
+
+    const uint32_t *keys = keys_view->buf;
+    const Py_ssize_t n = keys_view->len / 4;
+    const int64_t *starts = starts_view->buf, *stops = stops_view->buf;
+    const int64_t *pairs = pairs_view->buf;
+    const Py_ssize_t units = starts_view->len / 8;
+    const uint32_t *halves = words_view->buf;
+    const Py_ssize_t count = words_view->len / 4;
+    uint8_t *chosen = chosen_view->buf;
+    const Py_ssize_t room = chosen_view->len;
+    int64_t *table = table_view->buf;
+    const int64_t cells = table_view->len / 8;
+    if (pairs_view->len / 8 != units || stops_view->len / 8 != units || first < 0 ||
+        first > units) {
+        PyErr_SetString(PyExc_ValueError, "one start and one number of cells per pending unit");
+        goto done;
+    }
+    for (Py_ssize_t u = first; u < units; u++) {
+        if (pairs[u] <= max_groups || pairs[u] > room || pairs[u] > ((int64_t)1 << 32) ||
+            starts[u] < 0 || starts[u] >= stops[u] || stops[u] > n) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a pending unit within max_groups, beyond the keys or the room");
+            goto done;
+        }
+    }
+    const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
+    Py_ssize_t used = 0, u = first;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; u < units && !bad; u++) {
+        const int64_t k = pairs[u];
+        const int keep_picked = k > 2 * max_groups; /* pick what it keeps, else what it drops */
+        const int64_t picks = keep_picked ? max_groups : k - max_groups;
+        const Py_ssize_t before = used;
+        int64_t j = k - picks;
+        for (; j < k; j++) {
+            uint64_t t;
+            if (!uniform_below(halves, count, &used, (uint64_t)j + 1, &t)) {
+                break;
+            }
+            chosen[chosen[t] ? j : (int64_t)t] = 1;
+        }
+        if (j < k) { /* out of words: undo this unit's picks, for fresh words */
+            memset(chosen, 0, (size_t)k);
+            used = before;
+            break;
+        }
+        /* Walk the unit's keys: the p-th cell (counting from 0) is kept when its mark
+         * says so, and adds 1 for each of its first max_rows rows. */
+        Py_ssize_t i = starts[u];
+        const Py_ssize_t stop = stops[u];
+        const uint64_t unit = (uint64_t)keys[i] >> cell_bits;
+        int64_t p = -1, rank = 0;
+        uint32_t previous = ~keys[i];
+        for (; i < stop; i++) {
+            const uint32_t key = keys[i];
+            const int new_cell = key != previous;
+            p += new_cell;
+            rank = new_cell ? 0 : rank + 1;
+            previous = key;
+            if (p >= k || ((uint64_t)key >> cell_bits) != unit) {
+                bad = 1;
+                break;
+            }
+            const int64_t cell = key & cell_mask;
+            if (cell >= cells) {
+                bad = 1;
+                break;
+            }
+            table[cell] += (chosen[p] == keep_picked) & (rank < max_rows);
+        }
+        if (p != k - 1) {
+            bad = 1;
+        }
+        memset(chosen, 0, (size_t)k);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "pending units and their cells do not match the keys");
+        goto done;
+    }
+    result = Py_BuildValue("(nn)", u, used);
+done:
+    for (int i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"partition_keys", partition_keys, METH_VARARGS,
+     "partition_keys(units, codes, sizes, mask, cell_bits, keys, offsets, ends)\n--\n\n"
+     "Write each row's 32-bit (unit, cell) key into its chunk of units."},
+    {"add_bounded_counts", add_bounded_counts, METH_VARARGS,
+     "add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, "
+     "pending_starts, pending_stops, pending_cells)\n--\n\n"
+     "Add each unit's bounded rows per cell; set aside units in more than max_groups cells."},
+    {"add_chosen_pairs", add_chosen_pairs, METH_VARARGS,
+     "add_chosen_pairs(keys, cell_bits, max_rows, max_groups, pending_starts, "
+     "pending_stops, pending_cells, first, words, chosen, table)\n--\n\n"
+     "Choose the cells each set-aside unit keeps and add their bounded rows; return the "
+     "units done and the 32-bit halves of words used."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_bounded", "Bounded counts per cell, without a row mask.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__bounded(void)
+{
+    return PyModule_Create(&module);
+}
