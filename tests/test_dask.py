@@ -1231,6 +1231,14 @@ def test_unit_ids_that_dask_would_split_are_refused(client: Any) -> None:
     budgeted_on_dask = dd.from_pandas(raw.copy(), npartitions=3)
     budgeted_on_dask.dp.set_budget(epsilon=math.inf, privacy_unit="nr", domains=YEARS)
     lazies.append(budgeted_on_dask)
+    # The ids renamed or copied after dd.from_pandas, the budget set on the Dask frame.
+    for derive in (
+        lambda f: f.rename(columns={"nr": "pid"}),
+        lambda f: f.assign(pid=f["nr"]),
+    ):
+        derived = derive(dd.from_pandas(raw.copy(), npartitions=2))  # not the frame above
+        derived.dp.set_budget(epsilon=math.inf, privacy_unit="pid", domains=YEARS)
+        lazies.append(derived)
     for lazy in lazies:
         call = lambda lazy=lazy: lazy.dp.count(epsilon=1.0, **one_cell)  # noqa: E731
         _refuses(client, lazy, call, PrivacyUnitError, "astype('int64')")

@@ -229,11 +229,16 @@ _SPLIT_UNITS: dict[str, tuple[ColumnLabel, str]] = {}
 
 
 def _split_unit(source: _Carrier, unit: Sequence[ColumnLabel]) -> tuple[ColumnLabel, str] | None:
-    """A unit column of ``source`` whose ids Dask's string conversion would split, and
-    the kind of its ids; None when every unit column converts safely (or is not there)."""
+    """A column of ``source`` whose ids Dask's string conversion would split, and the
+    kind of its ids; None when every column that may hold the unit converts safely.
+
+    Those are the unit's columns when ``source`` has them all; else (the unit's ids were
+    renamed or copied after ``dd.from_pandas``) every column of Python objects."""
     frame = source.to_frame() if isinstance(source, pd.Series) else source
+    has_unit = all(name in frame.columns for name in unit)
     for position, label in enumerate(frame.columns):
-        if label in unit and pd.api.types.is_object_dtype(frame.dtypes.iloc[position]):
+        may_hold_unit = label in unit or not has_unit
+        if may_hold_unit and pd.api.types.is_object_dtype(frame.dtypes.iloc[position]):
             kind = pd.api.types.infer_dtype(frame.iloc[:, position], skipna=True)
             if kind not in _TEXT_SAFE_KINDS:
                 return label, kind
@@ -1003,13 +1008,13 @@ class DaskBackend:
         if split is not None:
             name, kind = split
             raise PrivacyUnitError(
-                f"the privacy unit column {name!r} held Python objects ({kind}) in the pandas "
-                f"frame given to dd.from_pandas, which turns them into strings: ids equal in "
-                f"pandas, such as 7 and 7.0 or 1 and True, became different strings, so one "
-                f"person would count as several units, each bounded on its own. Give the "
-                f"column one type in pandas, before dd.from_pandas: "
-                f"df[{name!r}] = df[{name!r}].astype('int64') (or 'float64', or 'string' for "
-                f"text ids)."
+                f"column {name!r} held Python objects ({kind}) in the pandas frame given to "
+                f"dd.from_pandas, which turns them into strings: ids equal in pandas, such as "
+                f"7 and 7.0 or 1 and True, became different strings, so if the privacy "
+                f"unit's ids come from it one person would count as several units, each "
+                f"bounded on its own. Give the column one type in pandas, before "
+                f"dd.from_pandas: df[{name!r}] = df[{name!r}].astype('int64') (or 'float64', "
+                f"or 'string' for text ids)."
             )
 
     def check_rows_apart(self) -> None:
