@@ -206,8 +206,26 @@ class Account:
         delta_left = _left(total.delta, spent_delta, self.overspent)
         if self.rho_cap is None:
             return Budget(epsilon_left, delta_left)
+        # In zCDP, what limits every release is the rho left: a pure release of epsilon
+        # costs epsilon**2 / 2 of it, and no release may add delta (all of it is reserved).
+        del epsilon_left, delta_left
         rho_left = _ZERO if self.overspent else max(_ZERO, self.rho_cap - self.rho)
-        return Budget(epsilon_left, delta_left, rho=rho_left)
+        return Budget(_pure_epsilon_within(rho_left), _ZERO, rho=rho_left)
+
+
+def _pure_epsilon_within(rho: Fraction) -> Fraction:
+    """The largest epsilon with ``epsilon**2 / 2 <= rho``, rounded down to
+    ``_SHOWN_DIGITS`` significant digits (checked exactly)."""
+    if rho <= 0:
+        return _ZERO
+    with localcontext() as ctx:
+        ctx.prec = 40
+        root = (2 * Decimal(rho.numerator) / Decimal(rho.denominator)).sqrt()
+    shown = _decimal_rounded(Fraction(root), up=False)
+    step = Fraction(10) ** (root.adjusted() - _SHOWN_DIGITS + 1)
+    while shown > 0 and shown * shown / 2 > rho:  # the 40-digit root may round up
+        shown -= step
+    return max(shown, _ZERO)
 
 
 def _left(total: Fraction, spent: Fraction | float, overspent: bool) -> Fraction:

@@ -367,9 +367,10 @@ class Ledger:
         Against an ``(epsilon, delta)`` budget before any zCDP release: ``total - spent``
         in each component (:attr:`remaining_rho` tells how much of it a zCDP release
         could use). After the first zCDP release: the ``rho`` left in the zCDP account,
-        which is what limits every further release, and the epsilon still unused at the
-        budget's delta (``total.epsilon - spent.epsilon``; delta 0, all of it being
-        reserved). Against a ``rho`` budget: ``Budget(rho=...)``. ``inf`` when unlimited.
+        which is what limits every further release, with the largest epsilon a pure
+        release may still have (``sqrt(2 * rho)``: it costs ``epsilon**2 / 2``, rounded
+        down) and delta 0 (all of it is reserved). Against a ``rho`` budget:
+        ``Budget(rho=...)``. ``inf`` when unlimited.
         """
         with self._lock:
             return self._account.remaining()

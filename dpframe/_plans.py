@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -349,7 +350,11 @@ def gaussian_release(
     if grid is not None:
         details += (("grid_step", grid.step),)
     if cost.asked is not None:
-        details += (("asked", {"epsilon": float(cost.asked[0]), "delta": float(cost.asked[1])}),)
+        asked: JSONValue = {
+            "epsilon": _as_float(cost.asked[0]),
+            "delta": _as_float(cost.asked[1]),
+        }
+        details += (("asked", asked),)
     release = Release(
         method=scope.method,
         columns=scope.columns,
@@ -989,3 +994,8 @@ def decision_release(scope: Scope, cell: DecisionParameters, asked: DecisionPara
             ("p", float(cell.p)),
         ),
     )
+
+
+def _as_float(value: Fraction | float) -> float:
+    """``value`` as a float for metadata: ``inf`` beyond the largest float (10**400)."""
+    return math.inf if value > sys.float_info.max else float(value)

@@ -43,6 +43,13 @@ _SIGNIFICANT_BITS = 64
 _LARGEST_CONVERTED_EPSILON = Fraction(2**20)
 # delta below this is reported as this (rounded up: still a valid delta).
 SMALLEST_DELTA = Fraction(1, 2**1074)
+# Above this rho a release protects nothing; conversions answer with a simple valid bound.
+_LARGEST_CONVERTED_RHO = Fraction(2**40)
+
+
+def _log(value: Fraction) -> float:
+    """ln(value) for a positive Fraction, also below the smallest float (a delta of 1e-400)."""
+    return math.log(value.numerator) - math.log(value.denominator)
 
 
 # ---------------------------------------------------------------- parameters
@@ -362,6 +369,10 @@ def delta_of_zcdp(rho: float | Fraction, epsilon: float | Fraction) -> Fraction:
     eps = _nonnegative(epsilon, "epsilon")
     if r == 0:
         return Fraction(0)
+    if r > _LARGEST_CONVERTED_RHO:
+        return Fraction(1)  # always a valid delta
+    # delta falls as epsilon grows: converting a smaller epsilon gives a valid (larger) delta.
+    eps = min(eps, _LARGEST_CONVERTED_EPSILON)
     rho_f, eps_f = float(r), float(eps)
     # d/dα ln δ(α) = (2α - 1)ρ - ε + ln(1 - 1/α): increasing, zero at the best order.
     alpha = _order_root(lambda t: (1 + 2 * math.exp(t)) * rho_f - eps_f + _log_one_minus_inverse(t))
@@ -426,7 +437,9 @@ def epsilon_of_zcdp(rho: float | Fraction, delta: float | Fraction) -> Fraction:
     d = _validation.delta(delta, allow_zero=False)
     if r == 0:
         return Fraction(0)
-    rho_f, log_inv_delta = float(r), -math.log(float(d))
+    if r > _LARGEST_CONVERTED_RHO:  # rho + 2 sqrt(rho ln(1/delta)) <= 2 rho + ln(1/delta)
+        return 2 * r + math.ceil(-_log(d)) + 1
+    rho_f, log_inv_delta = float(r), -_log(d)
     # dε/dα = ρ - (ln(1/δ) - ln α)/(α - 1)²: increasing, zero at the best order.
     alpha = _order_root(
         lambda t: rho_f * math.exp(2 * t) - (log_inv_delta - math.log1p(math.exp(t)))
@@ -482,7 +495,7 @@ def rho_for_budget(epsilon: float | Fraction, delta: float | Fraction) -> Fracti
     # rho grows with epsilon, so converting a smaller epsilon is a valid (lower) answer;
     # capping keeps the float search in range for any epsilon (even beyond 1e308).
     eps = min(eps, _LARGEST_CONVERTED_EPSILON)
-    eps_f, log_d = float(eps), math.log(float(d))
+    eps_f, log_d = float(eps), _log(d)
 
     def negative_rho(t: float) -> float:
         u = math.exp(t)  # α - 1

@@ -560,3 +560,22 @@ def test_an_unlimited_budget_is_explicit_and_shown_as_such() -> None:
     ledger.set_budget(200)  # lowering an unlimited budget is allowed
     with pytest.raises(InvalidParameterError, match="never raised"):
         ledger.set_budget(math.inf)
+
+
+def test_remaining_after_the_zcdp_switch_is_what_the_next_release_may_spend() -> None:
+    # Found by the ledger red team: "remaining" showed epsilon 0.37 at delta 0 next to the
+    # rho left, but a pure release of 0.37 was refused (it costs epsilon**2 / 2 of rho).
+    from dpframe.datasets import census
+
+    frame = census(500)
+    frame.dp.set_budget(epsilon=1, delta=1e-6)
+    frame.dp.count(epsilon=0.2)
+    frame.dp.count(noise="gaussian", rho=0.005)
+    left = frame.dp.ledger.remaining
+    assert left.delta == 0
+    assert left.rho == frame.dp.ledger.remaining_rho
+    assert isinstance(left.epsilon, Fraction)
+    with pytest.raises(BudgetExceededError):  # validity twin: a little more is refused
+        frame.dp.count(epsilon=left.epsilon * Fraction(1001, 1000))
+    frame.dp.count(epsilon=left.epsilon)  # all of it is accepted
+    assert frame.dp.ledger.remaining.epsilon < left.epsilon / 1000

@@ -19,6 +19,7 @@ from fractions import Fraction
 import mpmath
 import pytest
 
+import dpframe
 from dpframe import _zcdp
 from dpframe._zcdp import (
     delta_of_zcdp,
@@ -28,6 +29,7 @@ from dpframe._zcdp import (
     rho_of_discrete_gaussian,
     rho_of_pure_dp,
 )
+from dpframe.datasets import census
 from dpframe.errors import InvalidParameterError, InvalidParameterTypeError
 
 RHOS = ["1e-12", "1e-8", "1e-4", "0.005", "0.03125", "0.5", "3", "50", "1e4"]
@@ -285,3 +287,19 @@ def test_docstring_examples_run() -> None:
     failures, tried = doctest.testmod(_zcdp, raise_on_error=False)
     assert tried > 0
     assert failures == 0
+
+
+def test_conversions_beyond_the_float_range_stay_valid_bounds() -> None:
+    # Found by the ledger red team: a delta below the smallest float (log(0.0)) and
+    # a rho or epsilon above the largest one (float() overflow) raised bare errors.
+    tiny, huge = Fraction(1, 10**400), Fraction(10**400)
+    rho = _zcdp.rho_for_budget(1.0, tiny)
+    assert 0 < rho < _zcdp.rho_for_budget(1.0, Fraction(1, 10**300))
+    assert _zcdp.epsilon_of_zcdp(rho, tiny) <= 1  # the rho found converts back within budget
+    assert _zcdp.epsilon_of_zcdp(huge, 1e-6) >= huge  # at least rho: a valid epsilon
+    assert _zcdp.delta_of_zcdp(huge, 1) == 1
+    assert 0 < _zcdp.delta_of_zcdp(0.5, huge) <= _zcdp.delta_of_zcdp(0.5, 100)
+    frame = census(300)
+    frame.dp.set_budget(epsilon=math.inf)
+    released = frame.dp.sum("Age", noise="gaussian", epsilon=10**400, delta=1e-6, bounds=(0, 100))
+    assert dpframe.release_info(released)["asked"]["epsilon"] == "inf"  # as JSON has it
