@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -796,3 +798,73 @@ def test_the_count_kernels_refuse_what_would_index_out_of_bounds(
 ) -> None:
     with pytest.raises((ValueError, InvalidParameterError)):
         call()
+
+
+def test_bounded_counts_read_strided_codes_and_masks() -> None:
+    # Found by the kernel review: df.iloc[::2] gives strided Categorical codes, and a
+    # where= array may be strided too; the compiled kernels refused them (TypeError).
+    gen = np.random.default_rng(0)
+    units, cells = gen.integers(0, 10, 80), gen.integers(0, 3, 80)
+    mask = np.repeat(gen.random(80) < 0.6, 2)[::2]
+    strided = (units[::2], cells[::2], mask[::2])
+    assert not any(a.flags.c_contiguous for a in strided)
+    contiguous = tuple(np.ascontiguousarray(a) for a in strided)
+    for counts_of in (strided, contiguous):
+        table = bounded_count_table(
+            counts_of[0], [counts_of[1]], [3], max_rows=2, max_groups=3,
+            source=bit_source(None), mask=counts_of[2],
+        )  # fmt: skip
+        kept = contribution_mask(
+            contiguous[0], np.where(contiguous[2], contiguous[1], -1), max_rows=2,
+            max_groups=3, source=bit_source(None),
+        )  # fmt: skip
+        assert table.tolist() == np.bincount(contiguous[1][kept], minlength=3).tolist()
+
+
+# Scenarios of the kernel review, each run in its own process: a kernel that reads or
+# writes out of bounds kills it (a segfault) or hangs, either of which fails the test.
+SHARED_MEMORY = {
+    # The chunk limits written over the units, between the pass that checks the units
+    # and the pass that uses them: unit 0 of row 1 becomes 4096, a chunk that is not there.
+    "offsets over units": """
+units = np.zeros(4096, dtype=np.int64)
+_bounded.partition_keys(units, (np.zeros(4096, np.int32),), (1,), None, 24,
+                        np.empty(4096, np.uint32), units[:2], np.empty(1, np.int64))
+""",
+    # The table is the chunk ends: counting chunk 0 moves chunk 1's end 2**22 keys past
+    # the last one.
+    "table over ends": """
+first, second = np.arange(1 << 22, dtype=np.uint32), np.arange(16, dtype=np.uint32)
+keys = np.concatenate([(first << 1) | 1, second << 1])
+ends = np.array([1 << 22, len(keys)])
+pending = [np.zeros(8, np.int64) for _ in range(3)]
+offsets = np.array([0, 1 << 22, len(keys)])
+_bounded.add_bounded_counts(keys, offsets, ends, 1, 1, 1, ends, *pending)
+""",
+    # The table is the units' numbers of cells: a kept cell 1 gives unit 1 2**20 more
+    # cells than its 2 bytes of marks.
+    "table over cells": """
+m = 1 << 20
+keys = np.concatenate([np.full(m, (u << 1) | c, np.uint32) for u in (0, 1) for c in (0, 1)])
+for seed in range(20):
+    cells = np.array([2, 2])
+    words = np.random.default_rng(seed).integers(0, 2**63, size=64, dtype=np.uint64)
+    with contextlib.suppress(ValueError):
+        _bounded.add_chosen_pairs(keys, 1, 2**30, 1, np.array([0, 2 * m]), np.array([2 * m, 4 * m]),
+                                  cells, 0, words, np.zeros(2, np.uint8), cells)
+""",
+}
+
+
+@pytest.mark.parametrize("scenario", list(SHARED_MEMORY))
+def test_the_count_kernels_stay_in_bounds_when_their_arrays_share_memory(scenario: str) -> None:
+    # Found by the kernel review: limits were checked once, then read again from the
+    # caller's arrays, which a shared buffer (or another thread, while the GIL is
+    # released) could change in between. Each call must now fail cleanly or return.
+    code = (
+        "import contextlib\nimport numpy as np\nfrom dpframe._backends import _bounded\n"
+        "with contextlib.suppress(ValueError):\n"
+        + "".join(f"    {line}\n" for line in SHARED_MEMORY[scenario].strip().splitlines())
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]

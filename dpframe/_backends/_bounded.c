@@ -23,9 +23,10 @@
  *
  * No word is drawn here, and none is read but those given. Rows with a negative unit
  * or cell code, or outside the mask, are in no cell and are not written. Every index is
- * checked before it is used: a unit beyond the chunks, a cell beyond the table, pending
- * units beyond the room given or not matching the keys are errors, never writes out of
- * bounds.
+ * checked where it is used, against private copies of the limits (the caller's arrays
+ * may share memory or change while the GIL is released): a unit beyond the chunks, a
+ * cell beyond the table, pending units beyond the room given or not matching the keys
+ * are errors, never reads or writes out of bounds.
  * The GIL is released while rows are read, so Dask's threads run in parallel.
  */
 #define PY_SSIZE_T_CLEAN
@@ -241,11 +242,15 @@ partition_keys(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "offsets and ends must have room for the chunks");
         goto done;
     }
-    counts = calloc((size_t)chunks + 1, sizeof(int64_t));
+    /* Private cursors and limits: what the caller's arrays hold may change under us
+     * (they may share memory, or another thread may write them while the GIL is
+     * released), so every write is checked against these. */
+    counts = calloc(2 * ((size_t)chunks + 1), sizeof(int64_t));
     if (counts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    int64_t *limits = counts + chunks + 1;
     const int chunk_bits = 32 - cell_bits;
     const uint32_t low_mask = chunk_bits == 32 ? 0xFFFFFFFFu : ((uint32_t)1 << chunk_bits) - 1;
     const char *u = units->buf;
@@ -278,7 +283,7 @@ partition_keys(PyObject *self, PyObject *args)
             counts[k + 1] += counts[k];
         }
         for (Py_ssize_t k = 0; k <= chunks; k++) {
-            offsets[k] = counts[k];
+            limits[k] = counts[k];
         }
         /* Pass 2: a block's cell numbers, then each kept row's key at the next place of
          * its chunk. */
@@ -302,8 +307,13 @@ partition_keys(PyObject *self, PyObject *args)
             if (unit < 0 || cells[r] < 0) {                                         \
                 continue;                                                           \
             }                                                                       \
+            const int64_t chunk = unit >> chunk_bits;                               \
+            if (chunk >= chunks || counts[chunk] >= limits[chunk + 1]) {            \
+                bad = 1; /* the units changed since they were counted */            \
+                break;                                                              \
+            }                                                                       \
             const uint32_t low = (uint32_t)unit & low_mask;                         \
-            keys[counts[unit >> chunk_bits]++] =                                    \
+            keys[counts[chunk]++] =                                                 \
                 cell_bits == 0 ? low : (low << cell_bits) | (uint32_t)cells[r];     \
         }                                                                           \
     } while (0)
@@ -314,11 +324,16 @@ partition_keys(PyObject *self, PyObject *args)
             }
 #undef SCATTER
         }
+    }
+    Py_END_ALLOW_THREADS
+    if (!bad) { /* written once every key is: the caller's arrays, last */
+        for (Py_ssize_t k = 0; k <= chunks; k++) {
+            offsets[k] = limits[k];
+        }
         for (Py_ssize_t k = 0; k < chunks; k++) {
             ends[k] = counts[k];
         }
     }
-    Py_END_ALLOW_THREADS
     if (bad) {
         PyErr_SetString(PyExc_ValueError, bad == 1 ? "a unit code beyond the chunks"
                                                    : "a code beyond its domain");
@@ -409,8 +424,13 @@ add_bounded_counts(PyObject *self, PyObject *args)
      * each of the first max_rows rows of each cell (a row's rank in its cell counts the
      * equal keys before it). */
     for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
+        /* Read once and checked where used: the arrays may change under us. */
         const Py_ssize_t end = ends[k];
         Py_ssize_t i = offsets[k];
+        if (i < 0 || i > end || end > n) {
+            bad = 3;
+            break;
+        }
         while (i < end) {
             const Py_ssize_t first = i;
             const uint64_t unit = (uint64_t)keys[i] >> cell_bits;
@@ -451,8 +471,9 @@ add_bounded_counts(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad == 1 ? "more pending units than room given"
-                                                   : "a cell beyond the table");
+        PyErr_SetString(PyExc_ValueError, bad == 1   ? "more pending units than room given"
+                                          : bad == 2 ? "a cell beyond the table"
+                                                     : "a chunk's keys beyond the keys");
         goto done;
     }
     result = PyLong_FromSsize_t(pending);
@@ -561,7 +582,14 @@ add_chosen_pairs(PyObject *self, PyObject *args)
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; u < units && !bad; u++) {
+        /* Read once and checked again where used: the arrays may change under us. */
         const int64_t k = pairs[u];
+        Py_ssize_t i = starts[u];
+        const Py_ssize_t stop = stops[u];
+        if (k <= max_groups || k > room || i < 0 || i >= stop || stop > n) {
+            bad = 1;
+            break;
+        }
         const int keep_picked = k > 2 * max_groups; /* pick what it keeps, else what it drops */
         const int64_t picks = keep_picked ? max_groups : k - max_groups;
         const Py_ssize_t before = used;
@@ -580,8 +608,6 @@ add_chosen_pairs(PyObject *self, PyObject *args)
         }
         /* Walk the unit's keys: the p-th cell (counting from 0) is kept when its mark
          * says so, and adds 1 for each of its first max_rows rows. */
-        Py_ssize_t i = starts[u];
-        const Py_ssize_t stop = stops[u];
         const uint64_t unit = (uint64_t)keys[i] >> cell_bits;
         int64_t p = -1, rank = 0;
         uint32_t previous = ~keys[i];

@@ -659,14 +659,15 @@ def bounded_count_table(
     """
     unit_codes, _, bounds = _validated(units, None, max_rows, max_groups, source)
     n = len(unit_codes)
-    columns = [_code_array(c, "codes") for c in codes]
+    # The kernels read contiguous buffers (a frame's iloc[::2] gives strided codes).
+    columns = [np.ascontiguousarray(_code_array(c, "codes")) for c in codes]
     counts = [int(size) for size in sizes]
     if len(columns) != len(counts) or any(c.shape != (n,) for c in columns):
         raise InvalidParameterError(
             "bounded_count_table needs one domain size per code column, and one code per row."
         )
     if mask is not None:
-        mask = np.asarray(mask)
+        mask = np.ascontiguousarray(mask)
         if mask.dtype != np.bool_ or mask.shape != (n,):
             raise InvalidParameterError("mask must be a boolean array with one flag per row.")
     cell_count = math.prod(counts)
@@ -683,10 +684,10 @@ def bounded_count_table(
     keys = np.empty(n, dtype=np.uint32)
     offsets = np.empty(chunks + 1, dtype=np.int64)
     ends = np.empty(chunks, dtype=np.int64)
+    units_read = np.ascontiguousarray(_int32_or_64(unit_codes))
     _bounded.partition_keys(
-        _int32_or_64(unit_codes), tuple(columns), tuple(counts), mask, 32 - chunk_bits, keys,
-        offsets, ends,
-    )  # fmt: skip
+        units_read, tuple(columns), tuple(counts), mask, 32 - chunk_bits, keys, offsets, ends
+    )
     for chunk in range(chunks):  # numpy's vectorized sort, a chunk of units at a time
         keys[offsets[chunk] : ends[chunk]].sort()
     kept_rows = int((ends - offsets[:-1]).sum())
