@@ -20,11 +20,13 @@ setup(
         Extension(
             "dpframe._backends._sums",
             sources=["dpframe/_backends/_sums.c"],
+            depends=["dpframe/_backends/_buffers.h"],
             extra_compile_args=flags,
         ),
         Extension(
             "dpframe._backends._bounded",
             sources=["dpframe/_backends/_bounded.c"],
+            depends=["dpframe/_backends/_buffers.h"],
             extra_compile_args=flags,
         ),
     ]

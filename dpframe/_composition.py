@@ -56,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from decimal import ROUND_FLOOR, Decimal, localcontext
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from dpframe._budget import Budget, exact_text
@@ -199,33 +199,18 @@ class Account:
             return Budget(rho=_ZERO if self.overspent else max(_ZERO, total.rho - self.rho))
         if not isinstance(total.epsilon, Fraction) or not isinstance(total.delta, Fraction):
             return Budget(math.inf, math.inf)  # pragma: no cover - unlimited handled above
+        if self.rho_cap is not None:
+            # In zCDP, what limits every release is the rho left: a pure release of epsilon
+            # costs epsilon**2 / 2 of it, and none may add delta (all of it is reserved).
+            rho_left = _ZERO if self.overspent else max(_ZERO, self.rho_cap - self.rho)
+            return Budget(_pure_epsilon_within(rho_left), _ZERO, rho=rho_left)
         spent = self.spent()
         spent_epsilon = spent.epsilon if spent.epsilon is not None else math.inf
         spent_delta = spent.delta if spent.delta is not None else math.inf
-        epsilon_left = _left(total.epsilon, spent_epsilon, self.overspent)
-        delta_left = _left(total.delta, spent_delta, self.overspent)
-        if self.rho_cap is None:
-            return Budget(epsilon_left, delta_left)
-        # In zCDP, what limits every release is the rho left: a pure release of epsilon
-        # costs epsilon**2 / 2 of it, and no release may add delta (all of it is reserved).
-        del epsilon_left, delta_left
-        rho_left = _ZERO if self.overspent else max(_ZERO, self.rho_cap - self.rho)
-        return Budget(_pure_epsilon_within(rho_left), _ZERO, rho=rho_left)
-
-
-def _pure_epsilon_within(rho: Fraction) -> Fraction:
-    """The largest epsilon with ``epsilon**2 / 2 <= rho``, rounded down to
-    ``_SHOWN_DIGITS`` significant digits (checked exactly)."""
-    if rho <= 0:
-        return _ZERO
-    with localcontext() as ctx:
-        ctx.prec = 40
-        root = (2 * Decimal(rho.numerator) / Decimal(rho.denominator)).sqrt()
-    shown = _decimal_rounded(Fraction(root), up=False)
-    step = Fraction(10) ** (root.adjusted() - _SHOWN_DIGITS + 1)
-    while shown > 0 and shown * shown / 2 > rho:  # the 40-digit root may round up
-        shown -= step
-    return max(shown, _ZERO)
+        return Budget(
+            _left(total.epsilon, spent_epsilon, self.overspent),
+            _left(total.delta, spent_delta, self.overspent),
+        )
 
 
 def _left(total: Fraction, spent: Fraction | float, overspent: bool) -> Fraction:
@@ -237,6 +222,21 @@ def _left(total: Fraction, spent: Fraction | float, overspent: bool) -> Fraction
 #: Significant decimal digits kept of a conversion's result (rounded in the safe
 #: direction), so that it shows as a plain decimal instead of a 64-bit fraction.
 _SHOWN_DIGITS = 12
+
+
+def _pure_epsilon_within(rho: Fraction, digits: int = _SHOWN_DIGITS) -> Fraction:
+    """The largest epsilon with ``epsilon**2 / 2 <= rho``, rounded down to ``digits``
+    significant digits (checked exactly)."""
+    if rho <= 0:
+        return _ZERO
+    with localcontext() as ctx:
+        ctx.prec = 40
+        root = (2 * Decimal(rho.numerator) / Decimal(rho.denominator)).sqrt()
+    step = Fraction(10) ** (root.adjusted() - digits + 1)
+    shown = math.floor(Fraction(root) / step) * step
+    while shown > 0 and shown * shown / 2 > rho:  # the 40-digit root may round up
+        shown -= step
+    return max(shown, _ZERO)
 
 
 def _decimal_rounded(value: Fraction, *, up: bool) -> Fraction:
@@ -301,12 +301,8 @@ _NO_RAISE = "a budget, once set, cannot be raised."
 
 def _epsilon_floor_text(rho: Fraction) -> str:
     """The largest pure epsilon with ``ε²/2 <= rho``, rounded down to 6 digits, as text."""
-    with localcontext() as ctx:
-        ctx.prec = 30
-        ctx.rounding = ROUND_FLOOR
-        root = (2 * Decimal(rho.numerator) / Decimal(rho.denominator)).sqrt()
-        shown = root.quantize(Decimal(1).scaleb(root.adjusted() - 5), rounding=ROUND_FLOOR)
-    return f"{shown.normalize():f}" if root > 0 else "0"
+    shown = _pure_epsilon_within(rho, digits=6)
+    return f"{(Decimal(shown.numerator) / Decimal(shown.denominator)).normalize():f}"
 
 
 def spend(account: Account, cost: Cost, *, force: bool = False) -> Account:

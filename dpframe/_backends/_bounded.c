@@ -35,62 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_buffers.h"
+
 #define MAX_CELL_BITS 24
-
-/* The struct-module type character of a buffer of one native scalar type; 0 otherwise. */
-static char
-type_char(const Py_buffer *view)
-{
-    const char *f = view->format;
-    if (f == NULL) {
-        return 'B';
-    }
-    if (f[0] == '@' || f[0] == '=' || f[0] == (PY_LITTLE_ENDIAN ? '<' : '>')) {
-        f++;
-    }
-    return (f[0] != '\0' && f[1] == '\0') ? f[0] : 0;
-}
-
-static int
-get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous buffer", name);
-        return -1;
-    }
-    if (view->ndim > 1) {
-        PyBuffer_Release(view);
-        PyErr_Format(PyExc_ValueError, "%s must be one-dimensional", name);
-        return -1;
-    }
-    return 0;
-}
-
-/* A buffer of signed integers of 4 or 8 bytes (int32, int64). */
-static int
-signed_codes(const Py_buffer *view, const char *name)
-{
-    char c = type_char(view);
-    if ((view->itemsize != 4 && view->itemsize != 8) || c == 0 ||
-        strchr("ilqn", c) == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s must be int32 or int64", name);
-        return -1;
-    }
-    return 0;
-}
-
-static int
-typed(const Py_buffer *view, Py_ssize_t itemsize, const char *chars, const char *name,
-      const char *what)
-{
-    char c = type_char(view);
-    if (view->itemsize != itemsize || c == 0 || strchr(chars, c) == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s must be %s", name, what);
-        return -1;
-    }
-    return 0;
-}
 
 #define BLOCK 2048
 #define MAX_COLUMNS 32
@@ -179,9 +126,9 @@ partition_keys(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     int64_t *counts = NULL;
     code_column columns[MAX_COLUMNS];
-    if (get_buffer(units_obj, &views[held], 0, "units") < 0) goto done;
-    Py_buffer *units = &views[held++];
-    if (signed_codes(units, "units") < 0) goto done;
+    Py_buffer *units =
+        take_buffer(units_obj, views, &held, 0, 0, "ilqn", "units", "int32 or int64");
+    if (units == NULL) goto done;
     const Py_ssize_t n = units->len / units->itemsize;
     int64_t cell_count = 1;
     for (Py_ssize_t j = ncolumns - 1; j >= 0; j--) {
@@ -194,8 +141,7 @@ partition_keys(PyObject *self, PyObject *args)
             }
             goto done;
         }
-        const char c = type_char(view);
-        if (c == 0 || strchr("bhilqn", c) == NULL || view->len / view->itemsize != n) {
+        if (!signed_format(view) || view->len / view->itemsize != n) {
             PyErr_SetString(PyExc_TypeError, "codes must be signed integers, one per unit code");
             goto done;
         }
@@ -215,29 +161,26 @@ partition_keys(PyObject *self, PyObject *args)
     }
     const uint8_t *mask = NULL;
     if (mask_obj != Py_None) {
-        if (get_buffer(mask_obj, &views[held], 0, "mask") < 0) goto done;
-        Py_buffer *m = &views[held++];
-        if (typed(m, 1, "?", "mask", "bool") < 0) goto done;
+        Py_buffer *m = take_buffer(mask_obj, views, &held, 0, 1, "?", "mask", "bool");
+        if (m == NULL) goto done;
         if (m->len != n) {
             PyErr_SetString(PyExc_ValueError, "mask must have one flag per row");
             goto done;
         }
         mask = (const uint8_t *)m->buf;
     }
-    if (get_buffer(keys_obj, &views[held], 1, "keys") < 0) goto done;
-    Py_buffer *keys_view = &views[held++];
-    if (typed(keys_view, 4, "IL", "keys", "uint32") < 0) goto done;
+    Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 1, 4, "IL", "keys", "uint32");
+    if (keys_view == NULL) goto done;
     if (keys_view->len / 4 != n) {
         PyErr_SetString(PyExc_ValueError, "keys must have room for one key per row");
         goto done;
     }
-    if (get_buffer(offsets_obj, &views[held], 1, "offsets") < 0) goto done;
-    Py_buffer *offsets_view = &views[held++];
-    if (typed(offsets_view, 8, "lqn", "offsets", "int64") < 0) goto done;
+    Py_buffer *offsets_view =
+        take_buffer(offsets_obj, views, &held, 1, 8, "lqn", "offsets", "int64");
+    if (offsets_view == NULL) goto done;
     const Py_ssize_t chunks = offsets_view->len / 8 - 1;
-    if (get_buffer(ends_obj, &views[held], 1, "ends") < 0) goto done;
-    Py_buffer *ends_view = &views[held++];
-    if (typed(ends_view, 8, "lqn", "ends", "int64") < 0) goto done;
+    Py_buffer *ends_view = take_buffer(ends_obj, views, &held, 1, 8, "lqn", "ends", "int64");
+    if (ends_view == NULL) goto done;
     if (chunks < 1 || ends_view->len / 8 != chunks) {
         PyErr_SetString(PyExc_ValueError, "offsets and ends must have room for the chunks");
         goto done;
@@ -371,27 +314,25 @@ add_bounded_counts(PyObject *self, PyObject *args)
     Py_buffer views[7];
     int held = 0;
     PyObject *result = NULL;
-    if (get_buffer(keys_obj, &views[held], 0, "keys") < 0) goto done;
-    Py_buffer *keys_view = &views[held++];
-    if (typed(keys_view, 4, "IL", "keys", "uint32") < 0) goto done;
-    if (get_buffer(offsets_obj, &views[held], 0, "offsets") < 0) goto done;
-    Py_buffer *offsets_view = &views[held++];
-    if (typed(offsets_view, 8, "lqn", "offsets", "int64") < 0) goto done;
-    if (get_buffer(ends_obj, &views[held], 0, "ends") < 0) goto done;
-    Py_buffer *ends_view = &views[held++];
-    if (typed(ends_view, 8, "lqn", "ends", "int64") < 0) goto done;
-    if (get_buffer(table_obj, &views[held], 1, "table") < 0) goto done;
-    Py_buffer *table_view = &views[held++];
-    if (typed(table_view, 8, "lqn", "table", "int64") < 0) goto done;
-    if (get_buffer(starts_obj, &views[held], 1, "pending_starts") < 0) goto done;
-    Py_buffer *starts_view = &views[held++];
-    if (typed(starts_view, 8, "lqn", "pending_starts", "int64") < 0) goto done;
-    if (get_buffer(stops_obj, &views[held], 1, "pending_stops") < 0) goto done;
-    Py_buffer *stops_view = &views[held++];
-    if (typed(stops_view, 8, "lqn", "pending_stops", "int64") < 0) goto done;
-    if (get_buffer(pairs_obj, &views[held], 1, "pending_cells") < 0) goto done;
-    Py_buffer *pairs_view = &views[held++];
-    if (typed(pairs_view, 8, "lqn", "pending_cells", "int64") < 0) goto done;
+    Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 0, 4, "IL", "keys", "uint32");
+    if (keys_view == NULL) goto done;
+    Py_buffer *offsets_view =
+        take_buffer(offsets_obj, views, &held, 0, 8, "lqn", "offsets", "int64");
+    if (offsets_view == NULL) goto done;
+    Py_buffer *ends_view = take_buffer(ends_obj, views, &held, 0, 8, "lqn", "ends", "int64");
+    if (ends_view == NULL) goto done;
+    Py_buffer *table_view =
+        take_buffer(table_obj, views, &held, 1, 8, "lqn", "table", "int64");
+    if (table_view == NULL) goto done;
+    Py_buffer *starts_view =
+        take_buffer(starts_obj, views, &held, 1, 8, "lqn", "pending_starts", "int64");
+    if (starts_view == NULL) goto done;
+    Py_buffer *stops_view =
+        take_buffer(stops_obj, views, &held, 1, 8, "lqn", "pending_stops", "int64");
+    if (stops_view == NULL) goto done;
+    Py_buffer *pairs_view =
+        take_buffer(pairs_obj, views, &held, 1, 8, "lqn", "pending_cells", "int64");
+    if (pairs_view == NULL) goto done;
 
     const uint32_t *keys = keys_view->buf;
     const Py_ssize_t n = keys_view->len / 4;
@@ -407,13 +348,6 @@ add_bounded_counts(PyObject *self, PyObject *args)
     if (ends_view->len / 8 != chunks) {
         PyErr_SetString(PyExc_ValueError, "one end per chunk");
         goto done;
-    }
-    for (Py_ssize_t k = 0; k < chunks; k++) {
-        if (offsets[k] < 0 || offsets[k] > ends[k] || ends[k] > offsets[k + 1] ||
-            offsets[k + 1] > n) {
-            PyErr_SetString(PyExc_ValueError, "each chunk's keys must lie within the keys");
-            goto done;
-        }
     }
     const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
     Py_ssize_t pending = 0;
@@ -531,27 +465,26 @@ add_chosen_pairs(PyObject *self, PyObject *args)
     Py_buffer views[7];
     int held = 0;
     PyObject *result = NULL;
-    if (get_buffer(keys_obj, &views[held], 0, "keys") < 0) goto done;
-    Py_buffer *keys_view = &views[held++];
-    if (typed(keys_view, 4, "IL", "keys", "uint32") < 0) goto done;
-    if (get_buffer(starts_obj, &views[held], 0, "pending_starts") < 0) goto done;
-    Py_buffer *starts_view = &views[held++];
-    if (typed(starts_view, 8, "lqn", "pending_starts", "int64") < 0) goto done;
-    if (get_buffer(stops_obj, &views[held], 0, "pending_stops") < 0) goto done;
-    Py_buffer *stops_view = &views[held++];
-    if (typed(stops_view, 8, "lqn", "pending_stops", "int64") < 0) goto done;
-    if (get_buffer(pairs_obj, &views[held], 0, "pending_cells") < 0) goto done;
-    Py_buffer *pairs_view = &views[held++];
-    if (typed(pairs_view, 8, "lqn", "pending_cells", "int64") < 0) goto done;
-    if (get_buffer(words_obj, &views[held], 0, "words") < 0) goto done;
-    Py_buffer *words_view = &views[held++];
-    if (typed(words_view, 8, "LkQN", "words", "uint64") < 0) goto done;
-    if (get_buffer(chosen_obj, &views[held], 1, "chosen") < 0) goto done;
-    Py_buffer *chosen_view = &views[held++];
-    if (typed(chosen_view, 1, "?B", "chosen", "bool or uint8") < 0) goto done;
-    if (get_buffer(table_obj, &views[held], 1, "table") < 0) goto done;
-    Py_buffer *table_view = &views[held++];
-    if (typed(table_view, 8, "lqn", "table", "int64") < 0) goto done;
+    Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 0, 4, "IL", "keys", "uint32");
+    if (keys_view == NULL) goto done;
+    Py_buffer *starts_view =
+        take_buffer(starts_obj, views, &held, 0, 8, "lqn", "pending_starts", "int64");
+    if (starts_view == NULL) goto done;
+    Py_buffer *stops_view =
+        take_buffer(stops_obj, views, &held, 0, 8, "lqn", "pending_stops", "int64");
+    if (stops_view == NULL) goto done;
+    Py_buffer *pairs_view =
+        take_buffer(pairs_obj, views, &held, 0, 8, "lqn", "pending_cells", "int64");
+    if (pairs_view == NULL) goto done;
+    Py_buffer *words_view =
+        take_buffer(words_obj, views, &held, 0, 8, "LkQN", "words", "uint64");
+    if (words_view == NULL) goto done;
+    Py_buffer *chosen_view =
+        take_buffer(chosen_obj, views, &held, 1, 1, "?B", "chosen", "bool or uint8");
+    if (chosen_view == NULL) goto done;
+    Py_buffer *table_view =
+        take_buffer(table_obj, views, &held, 1, 8, "lqn", "table", "int64");
+    if (table_view == NULL) goto done;
 
     const uint32_t *keys = keys_view->buf;
     const Py_ssize_t n = keys_view->len / 4;
@@ -569,14 +502,6 @@ add_chosen_pairs(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "one start and one number of cells per pending unit");
         goto done;
     }
-    for (Py_ssize_t u = first; u < units; u++) {
-        if (pairs[u] <= max_groups || pairs[u] > room || pairs[u] > ((int64_t)1 << 32) ||
-            starts[u] < 0 || starts[u] >= stops[u] || stops[u] > n) {
-            PyErr_SetString(PyExc_ValueError,
-                            "a pending unit within max_groups, beyond the keys or the room");
-            goto done;
-        }
-    }
     const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
     Py_ssize_t used = 0, u = first;
     int bad = 0;
@@ -586,7 +511,8 @@ add_chosen_pairs(PyObject *self, PyObject *args)
         const int64_t k = pairs[u];
         Py_ssize_t i = starts[u];
         const Py_ssize_t stop = stops[u];
-        if (k <= max_groups || k > room || i < 0 || i >= stop || stop > n) {
+        if (k <= max_groups || k > room || k > ((int64_t)1 << 32) || i < 0 || i >= stop ||
+            stop > n) {
             bad = 1;
             break;
         }

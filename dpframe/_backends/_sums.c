@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_buffers.h"
+
 #if defined(_MSC_VER) && !defined(__clang__)
 #define restrict __restrict /* MSVC's C spells it so */
 #endif
@@ -54,44 +56,6 @@ typedef struct {
     Py_ssize_t size; /* the column's domain size: codes lie in [-1, size) */
     Py_ssize_t stride; /* what one step of this column's code adds to a cell number */
 } code_column;
-
-/* The struct-module type character of a buffer of one native scalar type; 0 otherwise
- * (numpy writes "d" or "=d" for the same native float64, "<d" little-endian). */
-static char
-type_char(const Py_buffer *view)
-{
-    const char *f = view->format;
-    if (f == NULL) {
-        return 'B';
-    }
-    if (f[0] == '@' || f[0] == '=' || f[0] == (PY_LITTLE_ENDIAN ? '<' : '>')) {
-        f++;
-    }
-    return (f[0] != '\0' && f[1] == '\0') ? f[0] : 0;
-}
-
-static int
-signed_format(const Py_buffer *view)
-{
-    char c = type_char(view);
-    return c != 0 && strchr("bhilqn", c) != NULL;
-}
-
-static int
-get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous buffer", name);
-        return -1;
-    }
-    if (view->ndim > 1) {
-        PyBuffer_Release(view);
-        PyErr_Format(PyExc_ValueError, "%s must be one-dimensional", name);
-        return -1;
-    }
-    return 0;
-}
 
 /* Cell numbers of rows [start, start + n) into keys; -1 if a code is out of range. */
 static int

@@ -121,12 +121,7 @@ class PandasRows:
         def keep() -> NDArray[np.bool_] | None:
             units = unit_codes(self._frame, unit)
             codes, sizes = self._codes(groups), [len(g.domain) for g in groups]
-            if all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
-                units,
-                cell_count=math.prod(sizes),
-                max_rows=bounds.max_rows,
-                max_groups=bounds.max_groups,
-            ):
+            if _keeps_every_row(units, codes, sizes, bounds):
                 return self._mask  # every row in a cell is kept: no cells, no mask to build
             cells = None
             if groups:
@@ -158,6 +153,19 @@ class PandasRows:
         return counts.astype(np.int64).reshape(sizes)
 
 
+def _keeps_every_row(
+    units: NDArray[np.integer[Any]],
+    codes: Sequence[kernels.Codes],
+    sizes: Sequence[int],
+    bounds: ContributionBounds,
+) -> bool:
+    """Whether bounding keeps every row in a cell, told without grouping the rows
+    (:func:`bounding.keeps_every_row`; only when no code is -1, as it counts all rows)."""
+    return all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
+        units, cell_count=math.prod(sizes), max_rows=bounds.max_rows, max_groups=bounds.max_groups
+    )
+
+
 class _BoundedCounts:
     """The one count of rows bounded per unit: each unit's kept rows counted, not chosen.
 
@@ -187,10 +195,7 @@ class _BoundedCounts:
         frame, given = rows._frame, rows._mask  # the rows before bounding (where=, present)
         units = unit_codes(frame, self._unit)
         codes, sizes = rows._codes(groups), [len(g.domain) for g in groups]
-        cell_count = math.prod(sizes)
-        if all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
-            units, cell_count=cell_count, max_rows=bounds.max_rows, max_groups=bounds.max_groups
-        ):  # every row in a cell is kept: count them all
+        if _keeps_every_row(units, codes, sizes, bounds):  # then count them all
             if not groups:
                 return np.array([len(frame) if given is None else int(given.sum())])
             return kernels.count_table(codes, sizes, given).reshape(-1)
