@@ -624,6 +624,38 @@ def test_bounded_counts_keep_units_of_different_chunks_apart() -> None:
     assert wide[:2].tolist() == [3, 70_000]
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("first", [0, -(2**31) + 10, 7, 2**31 - 200_000])
+def test_bounded_counts_read_ids_from_first_unit(dtype: type, first: int) -> None:
+    # Ids are read as codes id - first_unit, without an array of codes; ids below
+    # first_unit have no unit. The same table as from the codes themselves (no unit is
+    # over max_groups, so no draw is involved), on every path: chunks, one cell, wide.
+    rng = np.random.default_rng()
+    n = 40_000  # codes in two chunks of 2**16 units (dense: fewer than 2n + 1024)
+    codes = np.where(rng.random(n) < 0.1, -1, rng.integers(0, 70_000, n))  # -1: no unit
+    cells = rng.integers(0, 40, n)
+    ids = np.where(codes < 0, first - 1 - rng.integers(0, 5, n), codes + first)
+    ids = ids.astype(dtype)  # every id fits int32
+    for columns, sizes in (([cells], [40]), ([], []), ([cells], [2**25])):
+        expected = bounded_count_table(
+            codes, columns, sizes, max_rows=2, max_groups=40, source=bit_source(None)
+        )
+        got = bounded_count_table(
+            ids, columns, sizes, max_rows=2, max_groups=40, source=bit_source(None),
+            first_unit=first,
+        )  # fmt: skip
+        assert got.tolist() == expected.tolist()
+
+
+def test_bounded_counts_refuse_a_first_unit_far_below_the_ids() -> None:
+    ids = np.array([0, 2**62, 2**62 + 1])
+    for first in (-(2**62), -(2**63) - 1, 2**63):
+        with pytest.raises(InvalidParameterError, match="first_unit"):
+            bounded_count_table(
+                ids, [], [], max_rows=1, max_groups=1, source=bit_source(None), first_unit=first
+            )
+
+
 def _kept_cells_pvalue(source: BitSource) -> float:
     """Chi-square p-value of the cells N_UNITS units keep (MAX_GROUPS of CELLS, ROWS rows
     in each) against the uniform choice of C(5, 2) = 10 subsets. Each unit has its own
@@ -728,6 +760,7 @@ WORDS = np.full(8, 2**63, dtype=np.uint64)
         ),  # a code beyond its domain
         lambda: _bounded.partition_keys(
             np.array([0, 2**20]),
+            0,
             (),
             (),
             None,
@@ -828,7 +861,7 @@ SHARED_MEMORY = {
     # and the pass that uses them: unit 0 of row 1 becomes 4096, a chunk that is not there.
     "offsets over units": """
 units = np.zeros(4096, dtype=np.int64)
-_bounded.partition_keys(units, (np.zeros(4096, np.int32),), (1,), None, 24,
+_bounded.partition_keys(units, 0, (np.zeros(4096, np.int32),), (1,), None, 24,
                         np.empty(4096, np.uint32), units[:2], np.empty(1, np.int64))
 """,
     # The table is the chunk ends: counting chunk 0 moves chunk 1's end 2**22 keys past

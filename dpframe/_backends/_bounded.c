@@ -50,31 +50,46 @@ typedef struct {
 } code_column;
 
 /* Cell numbers of rows [start, start + n), below 2**24 (MAX_CELL_BITS): -1 for a row
- * with a missing code (any negative one); returns -1 if a code is beyond its domain. */
+ * with a missing code (any negative one); returns -1 if a code is beyond its domain.
+ * Each column's loop is branch-free in the code's own type, so the compiler vectorizes
+ * it; a block with a missing code (rare) is fixed in a second pass. Sums are taken in
+ * uint32 (a code beyond its domain may overflow before it is found: no undefined
+ * behaviour, and the block is refused). */
 static int
 block_cells(const code_column *columns, Py_ssize_t ncolumns, Py_ssize_t start, Py_ssize_t n,
             int32_t *cells)
 {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        cells[i] = 0;
+    uint32_t *sums = (uint32_t *)cells;
+    if (ncolumns == 0) {
+        memset(sums, 0, (size_t)n * sizeof(uint32_t));
+        return 0;
     }
     int any_missing = 0;
     for (Py_ssize_t j = 0; j < ncolumns; j++) {
         const code_column *c = &columns[j];
-        const int32_t stride = (int32_t)c->stride;
-        int64_t high = -1, low = 0;
-        /* A missing code (-1; any negative one) makes the cell negative: its sum is at
-         * most -2**25 whatever the other columns add (each below 2**24). */
-#define ADD_CODES(type)                                                  \
-    do {                                                                 \
-        const type *codes = (const type *)c->data + start;               \
-        for (Py_ssize_t i = 0; i < n; i++) {                             \
-            const int64_t code = codes[i];                               \
-            low = code < low ? code : low;                               \
-            high = code > high ? code : high;                            \
-            cells[i] += code < 0 ? -(1 << 25)                             \
-                                 : (int32_t)((uint32_t)code * (uint32_t)stride); \
-        }                                                                \
+        const uint32_t stride = (uint32_t)c->stride;
+        int64_t high, low;
+#define ADD_CODES(type)                                                        \
+    do {                                                                       \
+        const type *codes = (const type *)c->data + start;                     \
+        type lo = 0, hi = -1;                                                  \
+        if (j == 0) {                                                          \
+            for (Py_ssize_t i = 0; i < n; i++) {                               \
+                const type code = codes[i];                                    \
+                lo = code < lo ? code : lo;                                    \
+                hi = code > hi ? code : hi;                                    \
+                sums[i] = (uint32_t)code * stride;                             \
+            }                                                                  \
+        } else {                                                               \
+            for (Py_ssize_t i = 0; i < n; i++) {                               \
+                const type code = codes[i];                                    \
+                lo = code < lo ? code : lo;                                    \
+                hi = code > hi ? code : hi;                                    \
+                sums[i] += (uint32_t)code * stride;                            \
+            }                                                                  \
+        }                                                                      \
+        low = lo;                                                              \
+        high = hi;                                                             \
     } while (0)
         switch (c->itemsize) {
         case 1: ADD_CODES(int8_t); break;
@@ -88,17 +103,32 @@ block_cells(const code_column *columns, Py_ssize_t ncolumns, Py_ssize_t start, P
         }
         any_missing |= low < 0;
     }
-    if (any_missing) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            cells[i] = cells[i] < 0 ? -1 : cells[i];
+    if (any_missing) { /* a row with a negative code in any column is in no cell */
+        for (Py_ssize_t j = 0; j < ncolumns; j++) {
+            const code_column *c = &columns[j];
+#define MARK_MISSING(type)                                                     \
+    do {                                                                       \
+        const type *codes = (const type *)c->data + start;                     \
+        for (Py_ssize_t i = 0; i < n; i++) {                                   \
+            cells[i] = codes[i] < 0 ? -1 : cells[i];                           \
+        }                                                                      \
+    } while (0)
+            switch (c->itemsize) {
+            case 1: MARK_MISSING(int8_t); break;
+            case 2: MARK_MISSING(int16_t); break;
+            case 4: MARK_MISSING(int32_t); break;
+            default: MARK_MISSING(int64_t); break;
+            }
+#undef MARK_MISSING
         }
     }
     return 0;
 }
 
-/* partition_keys(units, codes, sizes, mask, cell_bits, keys, offsets, ends)
+/* partition_keys(units, first_unit, codes, sizes, mask, cell_bits, keys, offsets, ends)
  *
- * Chunk k of units (codes k * 2**(32 - cell_bits) and up) gets keys[offsets[k] :
+ * A row's unit is its id minus first_unit (ids below it: no unit), so dense integer ids
+ * need no array of codes. Chunk k of units (k * 2**(32 - cell_bits) and up) gets keys[offsets[k] :
  * offsets[k + 1]], room for every row with a unit there; its rows in a cell (and in
  * the mask) fill keys[offsets[k] : ends[k]]. Cell numbers are row-major over the code
  * columns (none: every row in cell 0). */
@@ -106,10 +136,11 @@ static PyObject *
 partition_keys(PyObject *self, PyObject *args)
 {
     PyObject *units_obj, *codes, *sizes, *mask_obj, *keys_obj, *offsets_obj, *ends_obj;
+    long long first_unit;
     int cell_bits;
-    if (!PyArg_ParseTuple(args, "OO!O!OiOOO:partition_keys", &units_obj, &PyTuple_Type, &codes,
-                          &PyTuple_Type, &sizes, &mask_obj, &cell_bits, &keys_obj,
-                          &offsets_obj, &ends_obj)) {
+    if (!PyArg_ParseTuple(args, "OLO!O!OiOOO:partition_keys", &units_obj, &first_unit,
+                          &PyTuple_Type, &codes, &PyTuple_Type, &sizes, &mask_obj, &cell_bits,
+                          &keys_obj, &offsets_obj, &ends_obj)) {
         return NULL;
     }
     const Py_ssize_t ncolumns = PyTuple_GET_SIZE(codes);
@@ -188,12 +219,16 @@ partition_keys(PyObject *self, PyObject *args)
     /* Private cursors and limits: what the caller's arrays hold may change under us
      * (they may share memory, or another thread may write them while the GIL is
      * released), so every write is checked against these. */
-    counts = calloc(2 * ((size_t)chunks + 1), sizeof(int64_t));
+    /* counts, limits, and three more tallies for pass 1 (four interleaved tallies: a row
+     * rarely waits for the increment of the row before it) */
+    counts = calloc(5 * ((size_t)chunks + 1), sizeof(int64_t));
     if (counts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     int64_t *limits = counts + chunks + 1;
+    int64_t *tallies[4] = {counts, limits, limits + chunks + 1, limits + 2 * (chunks + 1)};
+    const int64_t first = first_unit;
     const int chunk_bits = 32 - cell_bits;
     const uint32_t low_mask = chunk_bits == 32 ? 0xFFFFFFFFu : ((uint32_t)1 << chunk_bits) - 1;
     const char *u = units->buf;
@@ -203,15 +238,17 @@ partition_keys(PyObject *self, PyObject *args)
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     /* Pass 1: rows per chunk, from the units alone (a row in no cell leaves its room
-     * unused), and the check of every unit code (a negative one counts in no chunk). */
+     * unused), and the check of every unit code (one below first_unit counts in no
+     * chunk: slot 0, cleared after). */
 #define COUNT_UNITS(type)                                                       \
     do {                                                                        \
         const type *units_at = (const type *)u;                                 \
         for (Py_ssize_t i = 0; i < n; i++) {                                    \
-            const int64_t unit = units_at[i];                                   \
-            const int64_t chunk = unit < 0 ? -1 : (unit >> chunk_bits);         \
+            const int64_t id = units_at[i];                                     \
+            const int64_t chunk = id < first ? -1                               \
+                : (int64_t)(((uint64_t)id - (uint64_t)first) >> chunk_bits);    \
             bad |= chunk >= chunks;                                             \
-            counts[chunk + 1 - (chunk >= chunks) * (chunk + 1)]++;              \
+            tallies[i & 3][chunk + 1 - (chunk >= chunks) * (chunk + 1)]++;      \
         }                                                                       \
     } while (0)
     if (us == 4) {
@@ -220,6 +257,9 @@ partition_keys(PyObject *self, PyObject *args)
         COUNT_UNITS(int64_t);
     }
 #undef COUNT_UNITS
+    for (Py_ssize_t k = 1; k <= chunks; k++) {
+        counts[k] += tallies[1][k] + tallies[2][k] + tallies[3][k];
+    }
     counts[0] = 0; /* rows with no unit (or a bad one) were counted there */
     if (!bad) {
         for (Py_ssize_t k = 0; k < chunks; k++) {
@@ -246,11 +286,12 @@ partition_keys(PyObject *self, PyObject *args)
     do {                                                                            \
         const type *units_at = (const type *)u + start;                             \
         for (Py_ssize_t r = 0; r < m; r++) {                                        \
-            const int64_t unit = units_at[r];                                       \
-            if (unit < 0 || cells[r] < 0) {                                         \
+            const int64_t id = units_at[r];                                         \
+            if (id < first || cells[r] < 0) {                                       \
                 continue;                                                           \
             }                                                                       \
-            const int64_t chunk = unit >> chunk_bits;                               \
+            const uint64_t unit = (uint64_t)id - (uint64_t)first;                   \
+            const int64_t chunk = (int64_t)(unit >> chunk_bits);                    \
             if (chunk >= chunks || counts[chunk] >= limits[chunk + 1]) {            \
                 bad = 1; /* the units changed since they were counted */            \
                 break;                                                              \
@@ -353,10 +394,12 @@ add_bounded_counts(PyObject *self, PyObject *args)
     Py_ssize_t pending = 0;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    /* Each unit's keys are read twice while in cache: once to find where they end and
-     * how many cells they cover, then, for a unit within max_groups cells, to add 1 for
-     * each of the first max_rows rows of each cell (a row's rank in its cell counts the
-     * equal keys before it). */
+    /* One flat pass over each chunk's sorted keys (no inner loop per unit, whose exits
+     * the CPU would mispredict once a unit): a row's rank in its cell counts the equal
+     * keys before it, and it adds 1 when its rank is below max_rows. The rare row that
+     * takes its unit past max_groups cells is not added: the unit's rows before it are
+     * taken back, and the unit is set aside with where its keys start and stop and its
+     * number of cells. */
     for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
         /* Read once and checked where used: the arrays may change under us. */
         const Py_ssize_t end = ends[k];
@@ -365,42 +408,55 @@ add_bounded_counts(PyObject *self, PyObject *args)
             bad = 3;
             break;
         }
-        while (i < end) {
-            const Py_ssize_t first = i;
-            const uint64_t unit = (uint64_t)keys[i] >> cell_bits;
-            int64_t groups = 1;
-            uint32_t previous = keys[i];
-            for (i++; i < end && ((uint64_t)keys[i] >> cell_bits) == unit; i++) {
-                groups += keys[i] != previous;
-                previous = keys[i];
+        if (i == end) {
+            continue;
+        }
+        Py_ssize_t first = i;
+        uint32_t previous = keys[i] ^ 0x80000000u; /* another unit: bit 31 is a unit bit */
+        int64_t groups = 0, rank = 0;
+        for (; i < end; i++) {
+            const uint32_t key = keys[i];
+            const int new_unit = ((key ^ previous) >> cell_bits) != 0;
+            const int new_cell = key != previous;
+            first = new_unit ? i : first;
+            groups = new_unit ? 1 : groups + new_cell;
+            rank = new_cell ? 0 : rank + 1;
+            previous = key;
+            const uint32_t cell = key & cell_mask;
+            if (cell >= cells) {
+                bad = 2;
+                break;
             }
             if (groups > max_groups) { /* the caller chooses which cells it keeps */
-                if (pending == room) {
-                    bad = 1;
+                uint32_t before = keys[first] ^ 0x80000000u;
+                int64_t taken = 0;
+                for (Py_ssize_t j = first; j < i; j++) { /* take back what it added */
+                    const uint32_t again = keys[j];
+                    taken = again == before ? taken + 1 : 0;
+                    before = again;
+                    if ((again & cell_mask) >= cells) {
+                        bad = 2;
+                        break;
+                    }
+                    table[again & cell_mask] -= taken < max_rows;
+                }
+                Py_ssize_t stop = i + 1;
+                for (; stop < end && ((keys[stop] ^ key) >> cell_bits) == 0; stop++) {
+                    groups += keys[stop] != previous;
+                    previous = keys[stop];
+                }
+                if (bad || pending == room) {
+                    bad = bad ? bad : 1;
                     break;
                 }
                 starts[pending] = first;
-                stops[pending] = i;
+                stops[pending] = stop;
                 pairs[pending] = groups;
                 pending++;
+                i = stop - 1; /* the next key (if any) is another unit's */
                 continue;
             }
-            int64_t rank = 0;
-            previous = ~keys[first]; /* differs from the first key */
-            for (Py_ssize_t j = first; j < i; j++) {
-                const uint32_t key = keys[j];
-                rank = key == previous ? rank + 1 : 0;
-                previous = key;
-                const int64_t cell = key & cell_mask;
-                if (cell >= cells) {
-                    bad = 2;
-                    break;
-                }
-                table[cell] += rank < max_rows;
-            }
-            if (bad) {
-                break;
-            }
+            table[cell] += rank < max_rows;
         }
     }
     Py_END_ALLOW_THREADS
@@ -574,7 +630,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"partition_keys", partition_keys, METH_VARARGS,
-     "partition_keys(units, codes, sizes, mask, cell_bits, keys, offsets, ends)\n--\n\n"
+     "partition_keys(units, first_unit, codes, sizes, mask, cell_bits, keys, offsets, ends)\n--\n\n"
      "Write each row's 32-bit (unit, cell) key into its chunk of units."},
     {"add_bounded_counts", add_bounded_counts, METH_VARARGS,
      "add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, "

@@ -5,6 +5,7 @@ from numpy.typing import NDArray
 
 def partition_keys(
     units: NDArray[np.integer],
+    first_unit: int,
     codes: tuple[NDArray[np.integer], ...],
     sizes: tuple[int, ...],
     mask: NDArray[np.bool_] | None,

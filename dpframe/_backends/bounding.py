@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +154,18 @@ class ContributionBounds:
     def l2(self) -> float:
         """L2 sensitivity of a table of counts: ``sqrt(max_groups) * max_rows`` (a float)."""
         return math.sqrt(self.max_groups) * self.max_rows
+
+    def rows_always_kept(self, cell_count: int) -> int:
+        """A unit with at most this many rows in cells keeps them all, in a table of
+        ``cell_count`` cells.
+
+        Its rows lie in at most that many cells, with at most that many in any one. When
+        there are no more cells than ``max_groups`` (or one, ungrouped), no unit can
+        exceed ``max_groups`` and only ``max_rows`` matters.
+        """
+        if cell_count <= self.max_groups:
+            return self.max_rows
+        return min(self.max_rows, self.max_groups)
 
 
 def _limit(value: Any, name: str) -> int:
@@ -580,6 +593,7 @@ def bounded_count_table(
     max_groups: int,
     source: BitSource,
     mask: NDArray[np.bool_] | None = None,
+    first_unit: int = 0,
 ) -> NDArray[np.int64]:
     """Rows per cell after contribution bounding, without building the mask of kept rows.
 
@@ -590,8 +604,10 @@ def bounded_count_table(
     Parameters
     ----------
     units : numpy.ndarray of int
-        The privacy unit of each row as an integer code (negative: no unit, never
-        counted). Dense codes (as from ``pandas.factorize``) are fastest.
+        The privacy unit of each row as an integer id: its unit code is ``id -
+        first_unit`` (below ``first_unit``: no unit, never counted). Dense codes (as
+        from ``pandas.factorize``, or integer ids in a range of about the number of
+        rows, with their smallest as ``first_unit``) are fastest.
     codes : sequence of numpy.ndarray of int
         For each grouping column, the position of each row's key in its declared domain,
         or -1 (missing, outside the domain): a row with a -1 is in no cell. None given:
@@ -606,6 +622,8 @@ def bounded_count_table(
         The random words that choose the cells a unit keeps.
     mask : numpy.ndarray of bool, optional
         Rows to consider (a ``where=`` filter); the others are in no cell.
+    first_unit : int, default 0
+        The id of unit code 0 (see ``units``).
 
     Returns
     -------
@@ -674,20 +692,28 @@ def bounded_count_table(
     table = np.zeros(cell_count, dtype=np.int64)
     if n == 0 or cell_count == 0:
         return table
-    unit_count = int(unit_codes.max()) + 1
+    first_unit = operator.index(first_unit)
+    unit_count = int(unit_codes.max()) - first_unit + 1
+    if first_unit and not (-(2**63) <= first_unit < 2**63 and unit_count <= 2**62):
+        raise InvalidParameterError(
+            "first_unit must be an int64 at most 2**62 below the largest unit id."
+        )
+    if unit_codes.dtype.itemsize < 4:  # the compiled kernels read int32 or int64 ids
+        unit_codes = unit_codes.astype(np.int32)
     cell_bits = _bits(cell_count - 1) if cell_count > 1 else 0
     if cell_bits > _FUSED_CELL_BITS or unit_count > _DENSE_FACTOR * n + 1024:
         cells = cell_numbers(columns, counts) if columns else None
+        unit_codes = _codes_from(unit_codes, first_unit)
         return _counted_mask(unit_codes, cells, cell_count, bounds, source, mask)
     chunk_bits = min(32 - cell_bits, _CHUNK_UNIT_BITS)
     chunks = max(1, -(-unit_count >> chunk_bits))  # ceil(units / units per chunk)
     keys = np.empty(n, dtype=np.uint32)
     offsets = np.empty(chunks + 1, dtype=np.int64)
     ends = np.empty(chunks, dtype=np.int64)
-    units_read = np.ascontiguousarray(_int32_or_64(unit_codes))
     _bounded.partition_keys(
-        units_read, tuple(columns), tuple(counts), mask, 32 - chunk_bits, keys, offsets, ends
-    )
+        np.ascontiguousarray(unit_codes), first_unit, tuple(columns), tuple(counts), mask,
+        32 - chunk_bits, keys, offsets, ends,
+    )  # fmt: skip
     for chunk in range(chunks):  # numpy's vectorized sort, a chunk of units at a time
         keys[offsets[chunk] : ends[chunk]].sort()
     kept_rows = int((ends - offsets[:-1]).sum())
@@ -710,8 +736,12 @@ _FUSED_CELL_BITS = 24
 _CHUNK_UNIT_BITS = 16
 
 
-def _int32_or_64(codes: Codes) -> Codes:
-    return codes if codes.dtype.itemsize in (4, 8) else codes.astype(np.int32)
+def _codes_from(ids: Codes, first_unit: int) -> Codes:
+    """Unit codes from ids: ``id - first_unit``, and -1 (no unit) for ids below it."""
+    if first_unit == 0:
+        return ids
+    codes = ids.astype(np.int64) - np.int64(first_unit)  # wraps only for ids below it
+    return np.where(ids < first_unit, -1, codes)
 
 
 def _counted_mask(
@@ -892,15 +922,7 @@ def _rows_per_unit(
 
 
 def _row_limit(bounds: ContributionBounds, cell_count: int) -> int:
-    """A unit with at most this many rows in cells is within both bounds.
-
-    Its rows lie in at most that many cells, with at most that many in any one. When
-    there are no more cells than ``max_groups`` (or one, ungrouped), no unit can exceed
-    ``max_groups`` and only ``max_rows`` matters.
-    """
-    if cell_count <= bounds.max_groups:
-        return bounds.max_rows
-    return min(bounds.max_rows, bounds.max_groups)
+    return bounds.rows_always_kept(cell_count)
 
 
 _EMPTY = np.zeros(0, dtype=np.intp)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -119,9 +119,9 @@ class PandasRows:
             return PandasRows(self._frame, None, _BoundedCounts(self, unit, bounds, groups, rng))
 
         def keep() -> NDArray[np.bool_] | None:
-            units = unit_codes(self._frame, unit)
+            ids = unit_ids(self._frame, unit)
             codes, sizes = self._codes(groups), [len(g.domain) for g in groups]
-            if _keeps_every_row(units, codes, sizes, bounds):
+            if _keeps_every_row(ids, codes, sizes, bounds):
                 return self._mask  # every row in a cell is kept: no cells, no mask to build
             cells = None
             if groups:
@@ -129,7 +129,7 @@ class PandasRows:
             if self._mask is not None:  # rows filtered out are in no cell: never kept
                 cells = np.where(self._mask, 0 if cells is None else cells, -1)
             kept = bounding.contribution_mask(
-                units,
+                _codes(ids),
                 cells,
                 max_rows=bounds.max_rows,
                 max_groups=bounds.max_groups,
@@ -154,15 +154,18 @@ class PandasRows:
 
 
 def _keeps_every_row(
-    units: NDArray[np.integer[Any]],
+    ids: UnitIds,
     codes: Sequence[kernels.Codes],
     sizes: Sequence[int],
     bounds: ContributionBounds,
 ) -> bool:
     """Whether bounding keeps every row in a cell, told without grouping the rows
     (:func:`bounding.keeps_every_row`; only when no code is -1, as it counts all rows)."""
+    cell_count = math.prod(sizes)
+    if len(ids.values) > bounds.rows_always_kept(cell_count) * ids.unit_count:
+        return False  # some unit has more rows than the bounds always keep: no pass needed
     return all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
-        units, cell_count=math.prod(sizes), max_rows=bounds.max_rows, max_groups=bounds.max_groups
+        _codes(ids), cell_count=cell_count, max_rows=bounds.max_rows, max_groups=bounds.max_groups
     )
 
 
@@ -193,20 +196,21 @@ class _BoundedCounts:
         self._read = True
         rows, bounds = self._rows, self._bounds
         frame, given = rows._frame, rows._mask  # the rows before bounding (where=, present)
-        units = unit_codes(frame, self._unit)
+        ids = unit_ids(frame, self._unit)
         codes, sizes = rows._codes(groups), [len(g.domain) for g in groups]
-        if _keeps_every_row(units, codes, sizes, bounds):  # then count them all
+        if _keeps_every_row(ids, codes, sizes, bounds):  # then count them all
             if not groups:
                 return np.array([len(frame) if given is None else int(given.sum())])
             return kernels.count_table(codes, sizes, given).reshape(-1)
         return bounding.bounded_count_table(
-            units,
+            ids.values,
             codes,
             sizes,
             max_rows=bounds.max_rows,
             max_groups=bounds.max_groups,
             source=bit_source(self._rng),
             mask=given,
+            first_unit=ids.first,
         )
 
 
@@ -244,6 +248,34 @@ def _arrow_float_as_numpy(column: pd.Series) -> pd.Series:
 
 def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.integer[Any]]:
     """The privacy unit of each row as an integer code; -1 where an id is missing."""
+    return _codes(unit_ids(frame, unit))
+
+
+def _codes(ids: UnitIds) -> NDArray[np.integer[Any]]:
+    if ids.first == 0:
+        return ids.values
+    # In at least 32 bits (int8 ids would wrap): int32 below 2**30 rows, else int64 (an
+    # int32 subtraction of ids 2**31 apart would wrap negative: "no unit").
+    small = ids.values.dtype == np.int32 and len(ids.values) < 2**30
+    return np.asarray(np.subtract(ids.values, ids.first, dtype=np.int32 if small else np.int64))
+
+
+class UnitIds(NamedTuple):
+    """Each row's unit as an integer id: its unit code is ``id - first``, from 0 to
+    ``unit_count - 1``; an id below ``first`` (-1 when ``first`` is 0) is a row without one."""
+
+    values: NDArray[np.integer[Any]]
+    first: int
+    unit_count: int
+
+
+def unit_ids(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> UnitIds:
+    """The privacy unit of each row as an integer id (:class:`UnitIds`).
+
+    Integer ids in a range of at most twice the rows are kept as they are, with their
+    smallest as ``first`` (the compiled counts subtract it as they read them): no
+    hashing, no array of codes. Other ids are factorized (``first`` 0).
+    """
     if any(isinstance(frame[name].dtype, pd.ArrowDtype) for name in unit):
         frame = pd.DataFrame(
             {position: _arrow_float_as_numpy(frame[name]) for position, name in enumerate(unit)}
@@ -255,27 +287,24 @@ def unit_codes(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> NDArray[np.i
             # Integer ids in a range of at most twice the rows are codes already (their
             # offset from the smallest): 10x faster than factorize, whose hashing dominates.
             values = column.to_numpy()
-            lowest = values.min()
-            if int(values.max()) - int(lowest) < 2 * len(values):  # so the offsets fit
-                # In at least 32 bits (int8 ids would wrap): int32 below 2**30 rows, else int64
-                # (an int32 subtraction of ids 2**31 apart would wrap negative: "no unit").
-                small = values.dtype.itemsize < 4 or (
-                    values.dtype == np.int32 and len(values) < 2**30
-                )
-                return np.asarray(
-                    np.subtract(values, lowest, dtype=np.int32 if small else np.int64)
-                )
+            lowest, highest = values.min(), values.max()
+            count = int(highest) - int(lowest) + 1
+            if count <= 2 * len(values):  # so the offsets fit
+                if values.dtype not in (np.int32, np.int64):  # 8 or 16 bits, unsigned
+                    return UnitIds(np.subtract(values, lowest, dtype=np.int64), 0, count)
+                return UnitIds(np.ascontiguousarray(values), int(lowest), count)
         try:
-            codes, _ = pd.factorize(column, use_na_sentinel=True)
+            codes, uniques = pd.factorize(column, use_na_sentinel=True)
         except (TypeError, ValueError, NotImplementedError) as failed:  # lists, dicts
             raise kernels.unhashable_keys(column) from failed
-        return np.asarray(codes)
+        return UnitIds(np.asarray(codes), 0, len(uniques))
     try:
         numbers = frame.groupby(list(unit), dropna=True, sort=False).ngroup()
     except (TypeError, ValueError, NotImplementedError) as failed:
         raise kernels.unhashable_keys(frame[unit[0]]) from failed
     # A row with a missing id in any unit column has no group (NaN): it has no unit, -1.
-    return np.asarray(numbers.fillna(-1).to_numpy(dtype=np.int64))
+    codes = np.asarray(numbers.fillna(-1).to_numpy(dtype=np.int64))
+    return UnitIds(codes, 0, int(codes.max(initial=-1)) + 1)
 
 
 class PandasBackend:
