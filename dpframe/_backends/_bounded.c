@@ -219,15 +219,16 @@ partition_keys(PyObject *self, PyObject *args)
     /* Private cursors and limits: what the caller's arrays hold may change under us
      * (they may share memory, or another thread may write them while the GIL is
      * released), so every write is checked against these. */
-    /* counts, limits, and three more tallies for pass 1 (four interleaved tallies: a row
-     * rarely waits for the increment of the row before it) */
-    counts = calloc(5 * ((size_t)chunks + 1), sizeof(int64_t));
+    /* counts and limits, then pass 1's tallies: slot 0 for rows without a unit, 1 to
+     * chunks for the chunks, chunks + 1 for a unit beyond them; four interleaved tallies
+     * of each (a row rarely waits for the increment of the row before it). */
+    counts = calloc(2 * ((size_t)chunks + 1) + 4 * ((size_t)chunks + 2), sizeof(int64_t));
     if (counts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     int64_t *limits = counts + chunks + 1;
-    int64_t *tallies[4] = {counts, limits, limits + chunks + 1, limits + 2 * (chunks + 1)};
+    int64_t *tallies = limits + chunks + 1;
     const int64_t first = first_unit;
     const int chunk_bits = 32 - cell_bits;
     const uint32_t low_mask = chunk_bits == 32 ? 0xFFFFFFFFu : ((uint32_t)1 << chunk_bits) - 1;
@@ -238,29 +239,38 @@ partition_keys(PyObject *self, PyObject *args)
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     /* Pass 1: rows per chunk, from the units alone (a row in no cell leaves its room
-     * unused), and the check of every unit code (one below first_unit counts in no
-     * chunk: slot 0, cleared after). */
-#define COUNT_UNITS(type)                                                       \
+     * unused), and the check of every unit code. Chunks of 2**16 units (tables of up to
+     * 2**16 cells) have their own loop, with a constant shift. */
+#define COUNT_UNITS(type, shift)                                                \
     do {                                                                        \
         const type *units_at = (const type *)u;                                 \
         for (Py_ssize_t i = 0; i < n; i++) {                                    \
             const int64_t id = units_at[i];                                     \
-            const int64_t chunk = id < first ? -1                               \
-                : (int64_t)(((uint64_t)id - (uint64_t)first) >> chunk_bits);    \
-            bad |= chunk >= chunks;                                             \
-            tallies[i & 3][chunk + 1 - (chunk >= chunks) * (chunk + 1)]++;      \
+            const uint64_t chunk = ((uint64_t)id - (uint64_t)first) >> (shift); \
+            const uint64_t slot = id < first ? 0                                \
+                : chunk < (uint64_t)chunks ? chunk + 1 : (uint64_t)chunks + 1;  \
+            tallies[(slot << 2) | (i & 3)]++;                                   \
         }                                                                       \
     } while (0)
-    if (us == 4) {
-        COUNT_UNITS(int32_t);
+    if (us == 4 && chunk_bits == 16) {
+        COUNT_UNITS(int32_t, 16);
+    } else if (us == 4) {
+        COUNT_UNITS(int32_t, chunk_bits);
+    } else if (chunk_bits == 16) {
+        COUNT_UNITS(int64_t, 16);
     } else {
-        COUNT_UNITS(int64_t);
+        COUNT_UNITS(int64_t, chunk_bits);
     }
 #undef COUNT_UNITS
-    for (Py_ssize_t k = 1; k <= chunks; k++) {
-        counts[k] += tallies[1][k] + tallies[2][k] + tallies[3][k];
+    for (Py_ssize_t k = 1; k <= chunks + 1; k++) {
+        const int64_t *tally = tallies + (k << 2);
+        const int64_t rows = tally[0] + tally[1] + tally[2] + tally[3];
+        if (k <= chunks) {
+            counts[k] = rows;
+        } else {
+            bad = rows > 0; /* a unit beyond the chunks */
+        }
     }
-    counts[0] = 0; /* rows with no unit (or a bad one) were counted there */
     if (!bad) {
         for (Py_ssize_t k = 0; k < chunks; k++) {
             counts[k + 1] += counts[k];
@@ -282,7 +292,7 @@ partition_keys(PyObject *self, PyObject *args)
                     cells[r] = mask[start + r] ? cells[r] : -1;
                 }
             }
-#define SCATTER(type)                                                               \
+#define SCATTER(type, shift)                                                        \
     do {                                                                            \
         const type *units_at = (const type *)u + start;                             \
         for (Py_ssize_t r = 0; r < m; r++) {                                        \
@@ -291,20 +301,23 @@ partition_keys(PyObject *self, PyObject *args)
                 continue;                                                           \
             }                                                                       \
             const uint64_t unit = (uint64_t)id - (uint64_t)first;                   \
-            const int64_t chunk = (int64_t)(unit >> chunk_bits);                    \
+            const int64_t chunk = (int64_t)(unit >> (shift));                       \
             if (chunk >= chunks || counts[chunk] >= limits[chunk + 1]) {            \
                 bad = 1; /* the units changed since they were counted */            \
                 break;                                                              \
             }                                                                       \
             const uint32_t low = (uint32_t)unit & low_mask;                         \
-            keys[counts[chunk]++] =                                                 \
-                cell_bits == 0 ? low : (low << cell_bits) | (uint32_t)cells[r];     \
+            keys[counts[chunk]++] = (low << cell_bits) | (uint32_t)cells[r];        \
         }                                                                           \
     } while (0)
-            if (us == 4) {
-                SCATTER(int32_t);
+            if (us == 4 && chunk_bits == 16) {
+                SCATTER(int32_t, 16);
+            } else if (us == 4) {
+                SCATTER(int32_t, chunk_bits);
+            } else if (chunk_bits == 16) {
+                SCATTER(int64_t, 16);
             } else {
-                SCATTER(int64_t);
+                SCATTER(int64_t, chunk_bits);
             }
 #undef SCATTER
         }
@@ -415,12 +428,13 @@ add_bounded_counts(PyObject *self, PyObject *args)
         uint32_t previous = keys[i] ^ 0x80000000u; /* another unit: bit 31 is a unit bit */
         int64_t groups = 0, rank = 0;
         for (; i < end; i++) {
+            /* Masks, not branches: a new unit comes every few rows, unpredictably. */
             const uint32_t key = keys[i];
-            const int new_unit = ((key ^ previous) >> cell_bits) != 0;
-            const int new_cell = key != previous;
-            first = new_unit ? i : first;
-            groups = new_unit ? 1 : groups + new_cell;
-            rank = new_cell ? 0 : rank + 1;
+            const int64_t same_unit = ((key ^ previous) >> cell_bits) == 0; /* 0 or 1 */
+            const int64_t new_cell = key != previous;
+            first ^= (first ^ i) & (same_unit - 1);    /* i at a new unit */
+            groups = (groups & -same_unit) + new_cell; /* 1 at a new unit */
+            rank = (rank + 1) & (new_cell - 1);        /* 0 at a new cell */
             previous = key;
             const uint32_t cell = key & cell_mask;
             if (cell >= cells) {
