@@ -307,7 +307,7 @@ partition_keys(PyObject *self, PyObject *args)
                 break;                                                              \
             }                                                                       \
             const uint32_t low = (uint32_t)unit & low_mask;                         \
-            keys[counts[chunk]++] = (low << cell_bits) | (uint32_t)cells[r];        \
+            keys[counts[chunk]++] = (low << (32 - (shift))) | (uint32_t)cells[r];   \
         }                                                                           \
     } while (0)
             if (us == 4 && chunk_bits == 16) {
