@@ -7,22 +7,25 @@
  * cell in the low bits and unit in the high ones, which numpy sorts about twice as fast
  * as 64-bit keys:
  *
- *   partition_keys      splits the rows into chunks of 2**(32 - cell_bits) units (unit
- *                       codes above that go to later chunks) and writes each row's key
- *                       within its chunk: a pass counting units, then one computing
- *                       cell numbers from the code columns a block at a time and
- *                       scattering the keys;
+ *   partition_keys      splits the rows into chunks of 2**(32 - cell_bits) units (a
+ *                       row's unit is its id minus first_unit, so dense integer ids
+ *                       need no array of codes) and writes each row's key within its
+ *                       chunk: a pass counting the rows of each chunk, then one
+ *                       computing cell numbers from the code columns a block at a time
+ *                       (branch-free, vectorized) and scattering the keys;
  *   (numpy sorts each chunk)
- *   add_bounded_counts  walks each unit's sorted keys: a unit in at most max_groups cells
- *                       adds min(m, max_rows) to each; a unit in more is set aside, with
- *                       where its keys start and stop and its number of cells;
+ *   add_bounded_counts  one flat pass over each chunk's sorted keys: a row adds 1 to its
+ *                       cell when it is among its unit's first max_rows rows there; the
+ *                       row that takes its unit past max_groups cells is not added, the
+ *                       unit's earlier rows are taken back, and the unit is set aside
+ *                       with where its keys start and stop and its number of cells;
  *   add_chosen_pairs    draws which max_groups cells each set-aside unit keeps (Floyd's
  *                       algorithm on Lemire's exact uniform integers, from random words
  *                       the caller draws from its cryptographic source) and adds
  *                       min(m, max_rows) for each.
  *
- * No word is drawn here, and none is read but those given. Rows with a negative unit
- * or cell code, or outside the mask, are in no cell and are not written. Every index is
+ * No word is drawn here, and none is read but those given. Rows with an id below
+ * first_unit, a negative cell code, or outside the mask, are in no cell and are not written. Every index is
  * checked where it is used, against private copies of the limits (the caller's arrays
  * may share memory or change while the GIL is released): a unit beyond the chunks, a
  * cell beyond the table, pending units beyond the room given or not matching the keys

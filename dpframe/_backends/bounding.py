@@ -653,17 +653,18 @@ def bounded_count_table(
 
     **How.** When the cells fit in 24 bits, each row becomes a 32-bit key, its unit in
     the high bits and its cell in the low ones, written by compiled code (a pass
-    counting the units of each chunk of ``2**(32 - cell bits)`` units, then one computing
-    cell numbers and scattering the keys); numpy sorts each chunk (32-bit keys sort
-    about twice as fast as 64-bit ones), and one compiled pass over the sorted keys adds
-    each unit's bounded rows, setting aside the units in more than ``max_groups``
-    cells. Those keep a uniformly random subset: Floyd's algorithm picks the smaller of
-    the kept and the dropped cells, with Lemire's exact uniform integers, in compiled
-    code, from words drawn from ``source`` (:func:`_add_chosen`). Memory: 4 bytes per
-    row, and 16 per unit set aside. Larger tables (or sparse unit codes) build the mask
-    (:func:`contribution_mask`) and count the kept rows. Running time and the number of
-    words drawn depend on the structure of the data (how many units exceed
-    ``max_groups``) and on the draws, never on values.
+    counting the rows of each chunk of ``2**(32 - cell bits)`` units, then one computing
+    cell numbers and scattering the keys; ids are read as ``id - first_unit``, so dense
+    integer ids need no array of codes); numpy sorts each chunk (32-bit keys sort about
+    twice as fast as 64-bit ones), and one flat compiled pass over the sorted keys adds
+    each unit's bounded rows, setting aside (and taking back the rows already added of)
+    the units in more than ``max_groups`` cells. Those keep a uniformly random subset:
+    Floyd's algorithm picks the smaller of the kept and the dropped cells, with Lemire's
+    exact uniform integers, in compiled code, from words drawn from ``source``
+    (:func:`_add_chosen`). Memory: 4 bytes per row, and 16 per unit set aside. Larger
+    tables (or sparse unit codes) build the mask (:func:`contribution_mask`) and count
+    the kept rows. Running time and the number of words drawn depend on the structure of
+    the data (how many units exceed ``max_groups``) and on the draws, never on values.
 
     Examples
     --------
