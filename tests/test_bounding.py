@@ -678,7 +678,7 @@ def _kept_cells_pvalue(source: BitSource) -> float:
 
 class _FewWords:
     """The cryptographic words, at most ``limit`` per call: the kernel runs out within
-    units and must draw them again from fresh words."""
+    units and must continue their choice on the next words it asks for."""
 
     private = True
 
@@ -692,59 +692,92 @@ class _FewWords:
 
 @pytest.mark.parametrize("words", ["cryptographic", "few at a time"])
 def test_bounded_counts_choose_cells_uniformly(words: str) -> None:
-    source = bit_source(None) if words == "cryptographic" else _FewWords(2001)
+    source = bit_source(None) if words == "cryptographic" else _FewWords(1)
     assert _kept_cells_pvalue(source) > FALSE_ALARM
 
 
-def test_kept_cells_test_rejects_a_fixed_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Validity twin: a kernel that keeps each unit's first ``max_groups`` cells (by cell
-    number, as a ``head()`` would) must fail the same test."""
+class _ConstantWords:
+    """Words of all ones: Lemire's method then always gives its largest value, and each
+    unit keeps the same cells (its last ones, by cell number): a weakened source."""
 
-    def first_cells(
-        keys: NDArray[np.uint32], cell_bits: int, max_rows: int, max_groups: int,
-        starts: NDArray[np.int64], stops: NDArray[np.int64], groups: NDArray[np.int64],
-        first: int, words: object, chosen: object, table: NDArray[np.int64],
-    ) -> tuple[int, int]:  # fmt: skip
-        for start, stop in zip(starts[first:].tolist(), stops[first:].tolist(), strict=True):
-            unit_keys = keys[start:stop]
-            cells = np.unique(unit_keys & ((1 << cell_bits) - 1))[:max_groups]
-            table[cells] += max_rows
-        return len(starts), 0
+    private = False
 
-    monkeypatch.setattr(_bounded, "add_chosen_pairs", first_cells)
-    assert _kept_cells_pvalue(bit_source(None)) < FALSE_ALARM
+    def __init__(self, value: int = 2**64 - 1) -> None:
+        self.value = value
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        return np.full(n, self.value, dtype=np.uint64)
 
 
-def test_running_out_of_words_undoes_the_unit() -> None:
-    keys = np.sort(
-        np.array(
-            [(0 << 8) | c for c in range(6)] + [(1 << 8) | c for c in range(6)], dtype=np.uint32
-        )
+def test_kept_cells_test_rejects_a_fixed_choice() -> None:
+    """Validity twin: a choice that is the same for every unit (the kernel fed constant
+    words) must fail the same test."""
+    assert _kept_cells_pvalue(_ConstantWords()) < FALSE_ALARM
+
+
+class _Failing:
+    private = True
+
+    def __init__(self, words: Callable[[int], object]) -> None:
+        self.words = words
+        self.calls = 0
+
+
+def _unit_over_max_groups(source: object) -> NDArray[np.int64]:
+    units, cells = np.zeros(5, np.int64), np.arange(5)
+    return bounded_count_table(
+        units,
+        [cells],
+        [5],
+        max_rows=1,
+        max_groups=2,
+        source=source,  # type: ignore[arg-type]
     )
-    starts, stops, groups = np.array([0, 6]), np.array([6, 12]), np.array([6, 6])
-    table, chosen = np.zeros(256, dtype=np.int64), np.zeros(6, dtype=np.uint8)
-    words = np.array([2**63 + 12345], dtype=np.uint64)  # two halves: the first unit needs 3
-    done, used = _bounded.add_chosen_pairs(
-        keys, 8, 1, 3, starts, stops, groups, 0, words, chosen, table
-    )
-    assert (done, used) == (0, 0)
-    assert not table.any()
-    assert not chosen.any()
-    words = bit_source(None).words(64)
-    done, used = _bounded.add_chosen_pairs(
-        keys, 8, 1, 3, starts, stops, groups, 0, words, chosen, table
-    )
-    assert (done, table.sum()) == (2, 6)
-    assert used >= 6
-    assert not chosen.any()
 
 
-def _pending(n: int) -> tuple[NDArray[np.int64], ...]:
-    return tuple(np.empty(n, np.int64) for _ in range(3))
+def test_the_counts_ask_for_words_only_when_a_unit_must_choose() -> None:
+    def never(n: int) -> object:
+        raise AssertionError("no unit is over max_groups: no word is needed")
+
+    units, cells = np.repeat(np.arange(1000), 3), np.tile(np.arange(3), 1000)
+    table = bounded_count_table(
+        units,
+        [cells],
+        [3],
+        max_rows=1,
+        max_groups=3,
+        source=_Failing(never),  # type: ignore[arg-type]
+    )
+    assert table.tolist() == [1000, 1000, 1000]
+    # The first unit over max_groups asks for words: an error of the source comes through.
+    with pytest.raises(AssertionError, match="no word is needed"):
+        _unit_over_max_groups(_Failing(never))
+
+
+@pytest.mark.parametrize(
+    ("words", "error", "match"),
+    [
+        (lambda n: np.zeros(n, dtype=np.float64), TypeError, "uint64"),
+        (lambda n: np.zeros(0, dtype=np.uint64), ValueError, "no words"),
+        (lambda n: np.zeros((n, 2), dtype=np.uint64), ValueError, "one-dimensional"),
+        (lambda n: "words", TypeError, "buffer"),
+        # Uniform words are rejected with probability below bound / 2**32: zeros, which
+        # Lemire's method rejects for a bound of 5, must not loop forever.
+        (lambda n: np.zeros(n, dtype=np.uint64), ValueError, "not uniform"),
+    ],
+)
+def test_the_counts_refuse_words_that_are_not_uniform_uint64(
+    words: Callable[[int], object], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        _unit_over_max_groups(_Failing(words))
+
+
+def _words(n: int) -> NDArray[np.uint64]:
+    return bit_source(None).words(n)
 
 
 KEYS = np.arange(4, dtype=np.uint32)  # with cell_bits=2: unit 0, in cells 0, 1, 2, 3
-WORDS = np.full(8, 2**63, dtype=np.uint64)
 
 
 @pytest.mark.parametrize(
@@ -770,60 +803,17 @@ WORDS = np.full(8, 2**63, dtype=np.uint64)
             np.empty(1, np.int64),
         ),  # a unit beyond the chunks
         lambda: _bounded.add_bounded_counts(
-            KEYS, np.array([0, 4]), np.array([5]), 2, 1, 1, np.zeros(4, np.int64), *_pending(1)
+            KEYS, np.array([0, 4]), np.array([5]), 2, 1, 1, np.zeros(4, np.int64), _words, 8
         ),  # a chunk past the keys
         lambda: _bounded.add_bounded_counts(
-            KEYS, np.array([0, 4]), np.array([4]), 2, 1, 10, np.zeros(2, np.int64), *_pending(4)
+            KEYS, np.array([0, 4]), np.array([4]), 2, 1, 10, np.zeros(2, np.int64), _words, 8
         ),  # a cell beyond the table
         lambda: _bounded.add_bounded_counts(
-            np.arange(8, dtype=np.uint32),
-            np.array([0, 8]),
-            np.array([8]),
-            1,
-            1,
-            1,
-            np.zeros(2, np.int64),
-            *_pending(1),
-        ),  # more units set aside than room given (4 units of 2 cells)
-        lambda: _bounded.add_chosen_pairs(
-            KEYS,
-            2,
-            1,
-            1,
-            np.array([0]),
-            np.array([4]),
-            np.array([5]),
-            0,
-            WORDS,
-            np.zeros(8, np.uint8),
-            np.zeros(4, np.int64),
-        ),  # more cells than the unit's keys hold
-        lambda: _bounded.add_chosen_pairs(
-            KEYS,
-            2,
-            1,
-            1,
-            np.array([0]),
-            np.array([5]),
-            np.array([4]),
-            0,
-            WORDS,
-            np.zeros(8, np.uint8),
-            np.zeros(4, np.int64),
-        ),  # keys past the end
-        lambda: _bounded.add_chosen_pairs(
-            KEYS,
-            2,
-            1,
-            1,
-            np.array([0]),
-            np.array([4]),
-            np.array([4]),
-            0,
-            WORDS,
-            np.zeros(2, np.uint8),
-            np.zeros(4, np.int64),
-        ),  # too little room to mark the unit's cells
+            KEYS, np.array([0, 4]), np.array([4]), 2, 1, 1, np.zeros(2, np.int64), _words, 8
+        ),  # a cell beyond the table, in a unit over max_groups
+        lambda: _bounded.add_bounded_counts(
+            KEYS, np.array([0, 4]), np.array([4]), 2, 1, 1, np.zeros(4, np.int64), _words, 0
+        ),  # no words at a time
     ],
 )
 def test_the_count_kernels_refuse_what_would_index_out_of_bounds(
@@ -870,21 +860,22 @@ _bounded.partition_keys(units, 0, (np.zeros(4096, np.int32),), (1,), None, 24,
 first, second = np.arange(1 << 22, dtype=np.uint32), np.arange(16, dtype=np.uint32)
 keys = np.concatenate([(first << 1) | 1, second << 1])
 ends = np.array([1 << 22, len(keys)])
-pending = [np.zeros(8, np.int64) for _ in range(3)]
 offsets = np.array([0, 1 << 22, len(keys)])
-_bounded.add_bounded_counts(keys, offsets, ends, 1, 1, 1, ends, *pending)
+words = lambda n: np.random.default_rng().integers(0, 2**63, n, dtype=np.uint64)
+_bounded.add_bounded_counts(keys, offsets, ends, 1, 1, 1, ends, words, 8)
 """,
-    # The table is the units' numbers of cells: a kept cell 1 gives unit 1 2**20 more
-    # cells than its 2 bytes of marks.
-    "table over cells": """
-m = 1 << 20
-keys = np.concatenate([np.full(m, (u << 1) | c, np.uint32) for u in (0, 1) for c in (0, 1)])
-for seed in range(20):
-    cells = np.array([2, 2])
-    words = np.random.default_rng(seed).integers(0, 2**63, size=64, dtype=np.uint64)
+    # The table is the keys: the counts the pass adds change the keys it reads again to
+    # take back a unit's rows and to add its kept cells (a unit's p-th cell could pass its
+    # number of cells, and index past its marks).
+    "table over keys": """
+for seed in range(50):
+    gen = np.random.default_rng(seed)
+    keys = np.sort((gen.integers(0, 8, 4096) << 11) | gen.integers(0, 2048, 4096)).astype(np.uint32)
+    table = keys.view(np.int64)  # 2048 cells, over the keys
+    words = lambda n: gen.integers(0, 2**63, n, dtype=np.uint64)
     with contextlib.suppress(ValueError):
-        _bounded.add_chosen_pairs(keys, 1, 2**30, 1, np.array([0, 2 * m]), np.array([2 * m, 4 * m]),
-                                  cells, 0, words, np.zeros(2, np.uint8), cells)
+        _bounded.add_bounded_counts(keys, np.array([0, len(keys)]), np.array([len(keys)]), 11,
+                                    2, 3, table, words, 1)
 """,
 }
 

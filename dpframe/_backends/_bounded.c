@@ -17,19 +17,19 @@
  *   add_bounded_counts  one flat pass over each chunk's sorted keys: a row adds 1 to its
  *                       cell when it is among its unit's first max_rows rows there; the
  *                       row that takes its unit past max_groups cells is not added, the
- *                       unit's earlier rows are taken back, and the unit is set aside
- *                       with where its keys start and stop and its number of cells;
- *   add_chosen_pairs    draws which max_groups cells each set-aside unit keeps (Floyd's
- *                       algorithm on Lemire's exact uniform integers, from random words
- *                       the caller draws from its cryptographic source) and adds
- *                       min(m, max_rows) for each.
+ *                       unit's earlier rows are taken back, and the unit, while its keys
+ *                       are in cache, keeps a uniformly random max_groups of its cells
+ *                       (Floyd's algorithm on Lemire's exact uniform integers, from
+ *                       words the caller's cryptographic source gives when asked), each
+ *                       adding min(m, max_rows).
  *
- * No word is drawn here, and none is read but those given. Rows with an id below
- * first_unit, a negative cell code, or outside the mask, are in no cell and are not written. Every index is
- * checked where it is used, against private copies of the limits (the caller's arrays
+ * Words are asked for only when a unit must choose, a batch at a time, with the GIL
+ * taken back for the call. Rows with an id below first_unit, a negative cell code, or
+ * outside the mask, are in no cell and are not written. Every index is checked where
+ * it is used, against private copies of the limits (the caller's arrays
  * may share memory or change while the GIL is released): a unit beyond the chunks, a
- * cell beyond the table, pending units beyond the room given or not matching the keys
- * are errors, never reads or writes out of bounds.
+ * cell beyond the table, a unit's cells not matching its keys when read again are
+ * errors, never reads or writes out of bounds.
  * The GIL is released while rows are read, so Dask's threads run in parallel.
  */
 #define PY_SSIZE_T_CLEAN
@@ -41,6 +41,9 @@
 #include "_buffers.h"
 
 #define MAX_CELL_BITS 24
+/* The chunk size bounding.py uses for tables of up to 2**(32 - FAST_CHUNK_BITS) cells:
+ * its loops shift by a constant. */
+#define FAST_CHUNK_BITS 16
 
 #define BLOCK 2048
 #define MAX_COLUMNS 32
@@ -255,12 +258,12 @@ partition_keys(PyObject *self, PyObject *args)
             tallies[(slot << 2) | (i & 3)]++;                                   \
         }                                                                       \
     } while (0)
-    if (us == 4 && chunk_bits == 16) {
-        COUNT_UNITS(int32_t, 16);
+    if (us == 4 && chunk_bits == FAST_CHUNK_BITS) {
+        COUNT_UNITS(int32_t, FAST_CHUNK_BITS);
     } else if (us == 4) {
         COUNT_UNITS(int32_t, chunk_bits);
-    } else if (chunk_bits == 16) {
-        COUNT_UNITS(int64_t, 16);
+    } else if (chunk_bits == FAST_CHUNK_BITS) {
+        COUNT_UNITS(int64_t, FAST_CHUNK_BITS);
     } else {
         COUNT_UNITS(int64_t, chunk_bits);
     }
@@ -313,12 +316,12 @@ partition_keys(PyObject *self, PyObject *args)
             keys[counts[chunk]++] = (low << (32 - (shift))) | (uint32_t)cells[r];   \
         }                                                                           \
     } while (0)
-            if (us == 4 && chunk_bits == 16) {
-                SCATTER(int32_t, 16);
+            if (us == 4 && chunk_bits == FAST_CHUNK_BITS) {
+                SCATTER(int32_t, FAST_CHUNK_BITS);
             } else if (us == 4) {
                 SCATTER(int32_t, chunk_bits);
-            } else if (chunk_bits == 16) {
-                SCATTER(int64_t, 16);
+            } else if (chunk_bits == FAST_CHUNK_BITS) {
+                SCATTER(int64_t, FAST_CHUNK_BITS);
             } else {
                 SCATTER(int64_t, chunk_bits);
             }
@@ -349,28 +352,182 @@ done:
     return result;
 }
 
-/* add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table,
- *                    pending_starts, pending_stops, pending_cells) -> pending units
- * Chunk k's sorted keys are keys[offsets[k] : ends[k]]; a unit set aside has its keys
- * in keys[start : stop] and that many cells. */
+/* The random words of the units' choices: 32-bit halves of the words draw(batch)
+ * returns (a one-dimensional uint64 array, at least one word), drawn only when needed,
+ * with the GIL taken back for the call. The halves of successive calls make one stream
+ * of independent uniform halves, so a unit may continue its choice on a new batch. */
+typedef struct {
+    PyObject *draw;
+    Py_ssize_t batch;
+    Py_buffer view;
+    int held;
+    const uint32_t *halves;
+    Py_ssize_t count, used;
+} word_stream;
+
+/* Called without the GIL (which *save holds): the next batch, or -1 with an exception
+ * set (draw failed, or gave no words, or not uint64). */
+static int
+refill(word_stream *w, PyThreadState **save)
+{
+    int ok = -1;
+    PyEval_RestoreThread(*save);
+    if (w->held) {
+        PyBuffer_Release(&w->view);
+        w->held = 0;
+    }
+    w->halves = NULL;
+    w->count = w->used = 0;
+    PyObject *words = PyObject_CallFunction(w->draw, "n", w->batch);
+    if (words != NULL) {
+        if (get_buffer(words, &w->view, 0, "words") == 0) {
+            w->held = 1;
+            const char c = type_char(&w->view);
+            if (w->view.itemsize != 8 || c == 0 || strchr("LkQN", c) == NULL) {
+                PyErr_SetString(PyExc_TypeError, "the source's words must be uint64");
+            } else if (w->view.len < 8) {
+                PyErr_SetString(PyExc_ValueError, "the source gave no words");
+            } else {
+                w->halves = (const uint32_t *)w->view.buf;
+                w->count = w->view.len / 4;
+                ok = 0;
+            }
+        }
+        Py_DECREF(words);
+    }
+    *save = PyEval_SaveThread();
+    return ok;
+}
+
+/* Lemire's method: an integer uniform in [0, bound), bound in [1, 2**32], into *out; 0,
+ * or -1 with an exception set. Each accepted value has exactly floor(2**32 / bound)
+ * preimages, whatever the rejections before it. Uniform halves are rejected with
+ * probability below bound / 2**32: 64 rejections in a row mean words that are not. */
+static inline int
+uniform_below(word_stream *w, PyThreadState **save, uint64_t bound, uint64_t *out)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        if (w->used == w->count && refill(w, save) < 0) {
+            return -1;
+        }
+        const uint64_t m = (uint64_t)w->halves[w->used++] * bound;
+        /* 2**32 mod bound < bound: only a low part below the bound may be rejected, so
+         * the division is rarely needed. */
+        if ((uint32_t)m >= bound || (uint32_t)m >= (((uint64_t)1 << 32) - bound) % bound) {
+            *out = m >> 32;
+            return 0;
+        }
+    }
+    PyEval_RestoreThread(*save);
+    PyErr_SetString(PyExc_ValueError, "64 draws in a row rejected: the words are not uniform");
+    *save = PyEval_SaveThread();
+    return -1;
+}
+
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define NOINLINE __declspec(noinline)
+#else
+#define NOINLINE
+#endif
+
+/* The unit whose keys are keys[first:stop] has k = `groups` cells, more than
+ * max_groups. The flat pass added 1 for each of its first max_rows rows in each of its
+ * first max_groups cells; this keeps instead a uniformly random max_groups of its
+ * cells: Floyd's algorithm picks the smaller of the kept and the dropped sets (the
+ * kept one when k > 2 * max_groups, as bounding._drop_flags does), marking picks in
+ * *chosen (one byte per cell of the unit, all 0 between units, grown as needed); one
+ * walk over the unit's keys then adds, to each row's cell, whether the row is kept
+ * less whether the pass added it. Returns 0, or 2 (a cell beyond the table, or keys
+ * that changed under us), 4 (the source's exception is set), 5 (no memory). Called
+ * without the GIL (which *save holds). */
+static NOINLINE int
+choose_cells(const uint32_t *keys, Py_ssize_t first, Py_ssize_t stop, int cell_bits,
+             int64_t cells, int64_t max_rows, int64_t max_groups, int64_t groups,
+             int64_t *table, uint8_t **chosen_at, int64_t *room, word_stream *stream,
+             PyThreadState **save)
+{
+    const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
+    if (groups > ((int64_t)1 << 32)) { /* Lemire's bound is at most 2**32 */
+        return 2;
+    }
+    if (groups > *room) {
+        *room = groups > 2 * *room ? groups : 2 * *room;
+        free(*chosen_at);
+        *chosen_at = calloc((size_t)*room, 1);
+        if (*chosen_at == NULL) {
+            return 5;
+        }
+    }
+    uint8_t *chosen = *chosen_at;
+    const int64_t keep_picked = groups > 2 * max_groups;
+    const int64_t picks = keep_picked ? max_groups : groups - max_groups;
+    for (int64_t j = groups - picks; j < groups; j++) {
+        uint64_t t;
+        if (uniform_below(stream, save, (uint64_t)j + 1, &t) < 0) {
+            memset(chosen, 0, (size_t)groups);
+            return 4;
+        }
+        /* t, or j when t is already picked; a mask, not a branch: either is as likely */
+        chosen[(int64_t)t + ((j - (int64_t)t) & -(int64_t)(chosen[t] != 0))] = 1;
+    }
+    /* The p-th cell of the unit (from 0) is kept when its mark says so; the pass added
+     * a row when p < max_groups. The keys are read again: p is checked against the
+     * unit's cells before it is used. */
+    int result = 0;
+    int64_t p = -1, rank = 0;
+    uint32_t before = keys[first] ^ 0x80000000u;
+    for (Py_ssize_t j = first; j < stop; j++) {
+        const uint32_t again = keys[j];
+        const int64_t new_cell = again != before;
+        p += new_cell;
+        rank = (rank + 1) & (new_cell - 1);
+        before = again;
+        if ((uint64_t)p >= (uint64_t)groups || (again & cell_mask) >= cells) {
+            result = 2;
+            break;
+        }
+        const int64_t counted = rank < max_rows;
+        table[again & cell_mask] += ((chosen[p] == keep_picked) - (p < max_groups)) * counted;
+    }
+    memset(chosen, 0, (size_t)groups);
+    return result;
+}
+
+/* add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, draw,
+ *                    batch) -> units that chose their cells
+ * Chunk k's sorted keys are keys[offsets[k] : ends[k]]; draw(batch) gives words. */
 static PyObject *
 add_bounded_counts(PyObject *self, PyObject *args)
 {
-    PyObject *keys_obj, *offsets_obj, *ends_obj, *table_obj, *starts_obj, *stops_obj, *pairs_obj;
+    PyObject *keys_obj, *offsets_obj, *ends_obj, *table_obj, *draw;
     int cell_bits;
     long long max_rows, max_groups;
-    if (!PyArg_ParseTuple(args, "OOOiLLOOOO:add_bounded_counts", &keys_obj, &offsets_obj,
-                          &ends_obj, &cell_bits, &max_rows, &max_groups, &table_obj,
-                          &starts_obj, &stops_obj, &pairs_obj)) {
+    Py_ssize_t batch;
+    if (!PyArg_ParseTuple(args, "OOOiLLOOn:add_bounded_counts", &keys_obj, &offsets_obj,
+                          &ends_obj, &cell_bits, &max_rows, &max_groups, &table_obj, &draw,
+                          &batch)) {
         return NULL;
     }
-    if (cell_bits < 0 || cell_bits > MAX_CELL_BITS || max_rows < 1 || max_groups < 1) {
-        PyErr_SetString(PyExc_ValueError, "need 0 <= cell_bits <= 24 and positive bounds");
+    if (cell_bits < 0 || cell_bits > MAX_CELL_BITS || max_rows < 1 || max_groups < 1 ||
+        batch < 1 || batch > ((Py_ssize_t)1 << 24)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "need 0 <= cell_bits <= 24, positive bounds and 1 <= batch <= 2**24");
         return NULL;
     }
-    Py_buffer views[7];
+    if (!PyCallable_Check(draw)) {
+        PyErr_SetString(PyExc_TypeError, "draw must be callable: draw(n) gives n uint64 words");
+        return NULL;
+    }
+    Py_buffer views[4];
     int held = 0;
     PyObject *result = NULL;
+    word_stream stream;
+    memset(&stream, 0, sizeof stream);
+    stream.draw = draw;
+    stream.batch = batch;
+    uint8_t *chosen = NULL;
     Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 0, 4, "IL", "keys", "uint32");
     if (keys_view == NULL) goto done;
     Py_buffer *offsets_view =
@@ -381,15 +538,6 @@ add_bounded_counts(PyObject *self, PyObject *args)
     Py_buffer *table_view =
         take_buffer(table_obj, views, &held, 1, 8, "lqn", "table", "int64");
     if (table_view == NULL) goto done;
-    Py_buffer *starts_view =
-        take_buffer(starts_obj, views, &held, 1, 8, "lqn", "pending_starts", "int64");
-    if (starts_view == NULL) goto done;
-    Py_buffer *stops_view =
-        take_buffer(stops_obj, views, &held, 1, 8, "lqn", "pending_stops", "int64");
-    if (stops_view == NULL) goto done;
-    Py_buffer *pairs_view =
-        take_buffer(pairs_obj, views, &held, 1, 8, "lqn", "pending_cells", "int64");
-    if (pairs_view == NULL) goto done;
 
     const uint32_t *keys = keys_view->buf;
     const Py_ssize_t n = keys_view->len / 4;
@@ -397,25 +545,21 @@ add_bounded_counts(PyObject *self, PyObject *args)
     const Py_ssize_t chunks = offsets_view->len / 8 - 1;
     int64_t *table = table_view->buf;
     const int64_t cells = table_view->len / 8;
-    int64_t *starts = starts_view->buf, *stops = stops_view->buf, *pairs = pairs_view->buf;
-    Py_ssize_t room = starts_view->len / 8;
-    room = stops_view->len / 8 < room ? stops_view->len / 8 : room;
-    room = pairs_view->len / 8 < room ? pairs_view->len / 8 : room;
     const int64_t *ends = ends_view->buf;
     if (ends_view->len / 8 != chunks) {
         PyErr_SetString(PyExc_ValueError, "one end per chunk");
         goto done;
     }
     const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
-    Py_ssize_t pending = 0;
+    int64_t room = 0;       /* marks in chosen: one per cell of the unit choosing */
+    Py_ssize_t choosing = 0; /* units that chose their cells */
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     /* One flat pass over each chunk's sorted keys (no inner loop per unit, whose exits
      * the CPU would mispredict once a unit): a row's rank in its cell counts the equal
-     * keys before it, and it adds 1 when its rank is below max_rows. The rare row that
-     * takes its unit past max_groups cells is not added: the unit's rows before it are
-     * taken back, and the unit is set aside with where its keys start and stop and its
-     * number of cells. */
+     * keys before it, and it adds 1 when its rank is below max_rows and its cell is
+     * among the unit's first max_groups. A unit found over max_groups then chooses
+     * which cells it keeps, where its keys end, while they are in cache (choose_cells). */
     for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
         /* Read once and checked where used: the arrays may change under us. */
         const Py_ssize_t end = ends[k];
@@ -434,6 +578,16 @@ add_bounded_counts(PyObject *self, PyObject *args)
             /* Masks, not branches: a new unit comes every few rows, unpredictably. */
             const uint32_t key = keys[i];
             const int64_t same_unit = ((key ^ previous) >> cell_bits) == 0; /* 0 or 1 */
+            /* One flag, not two tests: a test of same_unit alone would be mispredicted. */
+            const int ended_over = (groups > max_groups) & (int)(same_unit ^ 1);
+            if (ended_over) { /* the unit before ended over max_groups: rare */
+                bad = choose_cells(keys, first, i, cell_bits, cells, max_rows, max_groups,
+                                   groups, table, &chosen, &room, &stream, &_save);
+                if (bad) {
+                    break;
+                }
+                choosing++;
+            }
             const int64_t new_cell = key != previous;
             first ^= (first ^ i) & (same_unit - 1);    /* i at a new unit */
             groups = (groups & -same_unit) + new_cell; /* 1 at a new unit */
@@ -444,201 +598,31 @@ add_bounded_counts(PyObject *self, PyObject *args)
                 bad = 2;
                 break;
             }
-            if (groups > max_groups) { /* the caller chooses which cells it keeps */
-                uint32_t before = keys[first] ^ 0x80000000u;
-                int64_t taken = 0;
-                for (Py_ssize_t j = first; j < i; j++) { /* take back what it added */
-                    const uint32_t again = keys[j];
-                    taken = again == before ? taken + 1 : 0;
-                    before = again;
-                    if ((again & cell_mask) >= cells) {
-                        bad = 2;
-                        break;
-                    }
-                    table[again & cell_mask] -= taken < max_rows;
-                }
-                Py_ssize_t stop = i + 1;
-                for (; stop < end && ((keys[stop] ^ key) >> cell_bits) == 0; stop++) {
-                    groups += keys[stop] != previous;
-                    previous = keys[stop];
-                }
-                if (bad || pending == room) {
-                    bad = bad ? bad : 1;
-                    break;
-                }
-                starts[pending] = first;
-                stops[pending] = stop;
-                pairs[pending] = groups;
-                pending++;
-                i = stop - 1; /* the next key (if any) is another unit's */
-                continue;
-            }
-            table[cell] += rank < max_rows;
+            table[cell] += (rank < max_rows) & (groups <= max_groups);
+        }
+        if (!bad && groups > max_groups) { /* the chunk's last unit */
+            bad = choose_cells(keys, first, end, cell_bits, cells, max_rows, max_groups,
+                               groups, table, &chosen, &room, &stream, &_save);
+            choosing += !bad;
         }
     }
     Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, bad == 1   ? "more pending units than room given"
-                                          : bad == 2 ? "a cell beyond the table"
-                                                     : "a chunk's keys beyond the keys");
-        goto done;
+    if (bad && bad != 4) { /* 4: the source's exception is set */
+        if (bad == 5) {
+            PyErr_NoMemory();
+        } else {
+            PyErr_SetString(PyExc_ValueError, bad == 2 ? "a cell beyond the table"
+                                                       : "a chunk's keys beyond the keys");
+        }
     }
-    result = PyLong_FromSsize_t(pending);
+    if (!bad) {
+        result = PyLong_FromSsize_t(choosing);
+    }
 done:
-    for (int i = 0; i < held; i++) {
-        PyBuffer_Release(&views[i]);
+    free(chosen);
+    if (stream.held) {
+        PyBuffer_Release(&stream.view);
     }
-    return result;
-}
-
-/* Lemire's method: an integer uniform in [0, bound) from 32-bit halves, bound in
- * [1, 2**32]; returns 0 and leaves *out alone when the halves run out. Each accepted
- * value has exactly floor(2**32 / bound) preimages, whatever the rejections before it. */
-static inline int
-uniform_below(const uint32_t *halves, Py_ssize_t count, Py_ssize_t *used, uint64_t bound,
-              uint64_t *out)
-{
-    while (*used < count) {
-        const uint64_t m = (uint64_t)halves[(*used)++] * bound;
-        /* 2**32 mod bound < bound: only a low part below the bound may be rejected, so
-         * the division is rarely needed. */
-        if ((uint32_t)m >= bound || (uint32_t)m >= (((uint64_t)1 << 32) - bound) % bound) {
-            *out = m >> 32;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* add_chosen_pairs(keys, cell_bits, max_rows, max_groups, pending_starts, pending_stops,
- *                  pending_cells, first, words, chosen, table) -> (units done, halves used)
- *
- * Each pending unit, from the first, keeps max_groups of its k cells, every subset
- * equally likely: Floyd's algorithm picks the smaller of the kept and the dropped sets
- * (the kept one when k > 2 * max_groups, as bounding._drop_flags does), marking picks
- * in `chosen` (one byte per cell of the unit, all 0 between units). Its kept cells add
- * min(m, max_rows). When the words run out within a unit, its picks are undone and the
- * call returns: the caller passes fresh words for that unit and the rest. */
-static PyObject *
-add_chosen_pairs(PyObject *self, PyObject *args)
-{
-    PyObject *keys_obj, *starts_obj, *stops_obj, *pairs_obj, *words_obj, *chosen_obj, *table_obj;
-    int cell_bits;
-    long long max_rows, max_groups;
-    Py_ssize_t first;
-    if (!PyArg_ParseTuple(args, "OiLLOOOnOOO:add_chosen_pairs", &keys_obj, &cell_bits,
-                          &max_rows, &max_groups, &starts_obj, &stops_obj, &pairs_obj, &first,
-                          &words_obj, &chosen_obj, &table_obj)) {
-        return NULL;
-    }
-    if (cell_bits < 0 || cell_bits > MAX_CELL_BITS || max_rows < 1 || max_groups < 1) {
-        PyErr_SetString(PyExc_ValueError, "need 0 <= cell_bits <= 24 and positive bounds");
-        return NULL;
-    }
-    Py_buffer views[7];
-    int held = 0;
-    PyObject *result = NULL;
-    Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 0, 4, "IL", "keys", "uint32");
-    if (keys_view == NULL) goto done;
-    Py_buffer *starts_view =
-        take_buffer(starts_obj, views, &held, 0, 8, "lqn", "pending_starts", "int64");
-    if (starts_view == NULL) goto done;
-    Py_buffer *stops_view =
-        take_buffer(stops_obj, views, &held, 0, 8, "lqn", "pending_stops", "int64");
-    if (stops_view == NULL) goto done;
-    Py_buffer *pairs_view =
-        take_buffer(pairs_obj, views, &held, 0, 8, "lqn", "pending_cells", "int64");
-    if (pairs_view == NULL) goto done;
-    Py_buffer *words_view =
-        take_buffer(words_obj, views, &held, 0, 8, "LkQN", "words", "uint64");
-    if (words_view == NULL) goto done;
-    Py_buffer *chosen_view =
-        take_buffer(chosen_obj, views, &held, 1, 1, "?B", "chosen", "bool or uint8");
-    if (chosen_view == NULL) goto done;
-    Py_buffer *table_view =
-        take_buffer(table_obj, views, &held, 1, 8, "lqn", "table", "int64");
-    if (table_view == NULL) goto done;
-
-    const uint32_t *keys = keys_view->buf;
-    const Py_ssize_t n = keys_view->len / 4;
-    const int64_t *starts = starts_view->buf, *stops = stops_view->buf;
-    const int64_t *pairs = pairs_view->buf;
-    const Py_ssize_t units = starts_view->len / 8;
-    const uint32_t *halves = words_view->buf;
-    const Py_ssize_t count = words_view->len / 4;
-    uint8_t *chosen = chosen_view->buf;
-    const Py_ssize_t room = chosen_view->len;
-    int64_t *table = table_view->buf;
-    const int64_t cells = table_view->len / 8;
-    if (pairs_view->len / 8 != units || stops_view->len / 8 != units || first < 0 ||
-        first > units) {
-        PyErr_SetString(PyExc_ValueError, "one start and one number of cells per pending unit");
-        goto done;
-    }
-    const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
-    Py_ssize_t used = 0, u = first;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (; u < units && !bad; u++) {
-        /* Read once and checked again where used: the arrays may change under us. */
-        const int64_t k = pairs[u];
-        Py_ssize_t i = starts[u];
-        const Py_ssize_t stop = stops[u];
-        if (k <= max_groups || k > room || k > ((int64_t)1 << 32) || i < 0 || i >= stop ||
-            stop > n) {
-            bad = 1;
-            break;
-        }
-        const int keep_picked = k > 2 * max_groups; /* pick what it keeps, else what it drops */
-        const int64_t picks = keep_picked ? max_groups : k - max_groups;
-        const Py_ssize_t before = used;
-        int64_t j = k - picks;
-        for (; j < k; j++) {
-            uint64_t t;
-            if (!uniform_below(halves, count, &used, (uint64_t)j + 1, &t)) {
-                break;
-            }
-            chosen[chosen[t] ? j : (int64_t)t] = 1;
-        }
-        if (j < k) { /* out of words: undo this unit's picks, for fresh words */
-            memset(chosen, 0, (size_t)k);
-            used = before;
-            break;
-        }
-        /* Walk the unit's keys: the p-th cell (counting from 0) is kept when its mark
-         * says so, and adds 1 for each of its first max_rows rows. */
-        const uint64_t unit = (uint64_t)keys[i] >> cell_bits;
-        int64_t p = -1, rank = 0;
-        uint32_t previous = ~keys[i];
-        for (; i < stop; i++) {
-            const uint32_t key = keys[i];
-            const int new_cell = key != previous;
-            p += new_cell;
-            rank = new_cell ? 0 : rank + 1;
-            previous = key;
-            if (p >= k || ((uint64_t)key >> cell_bits) != unit) {
-                bad = 1;
-                break;
-            }
-            const int64_t cell = key & cell_mask;
-            if (cell >= cells) {
-                bad = 1;
-                break;
-            }
-            table[cell] += (chosen[p] == keep_picked) & (rank < max_rows);
-        }
-        if (p != k - 1) {
-            bad = 1;
-        }
-        memset(chosen, 0, (size_t)k);
-    }
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "pending units and their cells do not match the keys");
-        goto done;
-    }
-    result = Py_BuildValue("(nn)", u, used);
-done:
     for (int i = 0; i < held; i++) {
         PyBuffer_Release(&views[i]);
     }
@@ -650,14 +634,11 @@ static PyMethodDef methods[] = {
      "partition_keys(units, first_unit, codes, sizes, mask, cell_bits, keys, offsets, ends)\n--\n\n"
      "Write each row's 32-bit (unit, cell) key into its chunk of units."},
     {"add_bounded_counts", add_bounded_counts, METH_VARARGS,
-     "add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, "
-     "pending_starts, pending_stops, pending_cells)\n--\n\n"
-     "Add each unit's bounded rows per cell; set aside units in more than max_groups cells."},
-    {"add_chosen_pairs", add_chosen_pairs, METH_VARARGS,
-     "add_chosen_pairs(keys, cell_bits, max_rows, max_groups, pending_starts, "
-     "pending_stops, pending_cells, first, words, chosen, table)\n--\n\n"
-     "Choose the cells each set-aside unit keeps and add their bounded rows; return the "
-     "units done and the 32-bit halves of words used."},
+     "add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, draw, "
+     "batch)\n--\n\n"
+     "Add each unit's bounded rows per cell; a unit in more than max_groups cells keeps a "
+     "uniformly random max_groups of them, from words draw(batch) gives. Return the number "
+     "of such units."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,7 @@
 """Bounded counts per cell without a row mask (compiled from ``_bounded.c``)."""
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -25,26 +27,10 @@ def add_bounded_counts(
     max_rows: int,
     max_groups: int,
     table: NDArray[np.int64],
-    pending_starts: NDArray[np.int64],
-    pending_stops: NDArray[np.int64],
-    pending_cells: NDArray[np.int64],
+    draw: Callable[[int], NDArray[np.uint64]],
+    batch: int,
     /,
 ) -> int:
-    """Add each unit's bounded rows per cell; set aside units in more than max_groups cells."""
-
-def add_chosen_pairs(
-    keys: NDArray[np.uint32],
-    cell_bits: int,
-    max_rows: int,
-    max_groups: int,
-    pending_starts: NDArray[np.int64],
-    pending_stops: NDArray[np.int64],
-    pending_cells: NDArray[np.int64],
-    first: int,
-    words: NDArray[np.uint64],
-    chosen: NDArray[np.uint8],
-    table: NDArray[np.int64],
-    /,
-) -> tuple[int, int]:
-    """Choose the cells each set-aside unit keeps and add their bounded rows; return the
-    units done and the 32-bit halves of words used."""
+    """Add each unit's bounded rows per cell; a unit in more than max_groups cells keeps a
+    uniformly random max_groups of them, from words draw(batch) gives. Return the number of
+    such units."""

@@ -657,11 +657,12 @@ def bounded_count_table(
     cell numbers and scattering the keys; ids are read as ``id - first_unit``, so dense
     integer ids need no array of codes); numpy sorts each chunk (32-bit keys sort about
     twice as fast as 64-bit ones), and one flat compiled pass over the sorted keys adds
-    each unit's bounded rows, setting aside (and taking back the rows already added of)
-    the units in more than ``max_groups`` cells. Those keep a uniformly random subset:
-    Floyd's algorithm picks the smaller of the kept and the dropped cells, with Lemire's
-    exact uniform integers, in compiled code, from words drawn from ``source``
-    (:func:`_add_chosen`). Memory: 4 bytes per row, and 16 per unit set aside. Larger
+    each unit's bounded rows; a unit found in more than ``max_groups`` cells has the rows
+    it added taken back, and keeps a uniformly random subset of its cells, chosen in the
+    same pass while its keys are in cache: Floyd's algorithm picks the
+    smaller of the kept and the dropped cells, with Lemire's exact uniform integers, from
+    words the kernel asks ``source`` for, ``2**16`` at a time, only once a unit must
+    choose. Memory: 4 bytes per row, and a byte per cell of the largest unit. Larger
     tables (or sparse unit codes) build the mask (:func:`contribution_mask`) and count
     the kept rows. Running time and the number of words drawn depend on the structure of
     the data (how many units exceed ``max_groups``) and on the draws, never on values.
@@ -717,16 +718,10 @@ def bounded_count_table(
     )  # fmt: skip
     for chunk in range(chunks):  # numpy's vectorized sort, a chunk of units at a time
         keys[offsets[chunk] : ends[chunk]].sort()
-    kept_rows = int((ends - offsets[:-1]).sum())
-    room = kept_rows // (bounds.max_groups + 1) + 1  # a unit set aside has max_groups + 1 rows
-    starts, stops, groups = (np.empty(room, dtype=np.int64) for _ in range(3))
-    pending = _bounded.add_bounded_counts(
+    _bounded.add_bounded_counts(
         keys, offsets, ends, 32 - chunk_bits, bounds.max_rows, bounds.max_groups, table,
-        starts, stops, groups,
+        source.words, _WORD_BATCH,
     )  # fmt: skip
-    if pending:
-        set_aside = (starts[:pending], stops[:pending], groups[:pending])
-        _add_chosen(keys, 32 - chunk_bits, bounds, set_aside, table, source)
     return table
 
 
@@ -735,6 +730,9 @@ def bounded_count_table(
 # unit: a chunk sorts within the CPU's cache).
 _FUSED_CELL_BITS = 24
 _CHUNK_UNIT_BITS = 16
+# Words the counts kernel asks its source for at a time (512 KiB), only once a unit has
+# more than max_groups cells: a unit's choice takes one 32-bit half per cell picked.
+_WORD_BATCH = 2**16
 
 
 def _codes_from(ids: Codes, first_unit: int) -> Codes:
@@ -760,38 +758,6 @@ def _counted_mask(
     if cells is None:
         return np.array([int(kept.sum())], dtype=np.int64)
     return np.bincount(cells[kept], minlength=cell_count).astype(np.int64)
-
-
-def _add_chosen(
-    keys: NDArray[np.uint32],
-    cell_bits: int,
-    bounds: ContributionBounds,
-    set_aside: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
-    table: NDArray[np.int64],
-    source: BitSource,
-) -> None:
-    """Each set-aside unit (more than ``max_groups`` cells) keeps a uniformly random
-    ``max_groups`` of them; their bounded rows are added to ``table``.
-
-    Floyd's algorithm draws the smaller of the kept and the dropped set, one exact
-    uniform integer (Lemire's method, with rejection) per element picked, in compiled
-    code, from words drawn here: as many 32-bit halves as elements to pick, and a few
-    more for rejections. A unit whose words run out is drawn again from fresh words:
-    each accepted draw is uniform whatever the rejections before it, so every subset
-    stays equally likely.
-    """
-    starts, stops, groups = set_aside  # each unit's keys, keys[start:stop], and cells
-    keep = bounds.max_groups
-    picks = np.minimum(groups - keep, keep)  # the smaller set: kept when k > 2 * keep
-    chosen = np.zeros(int(groups.max()), dtype=np.uint8)
-    done, total = 0, len(groups)
-    while done < total:
-        halves = int(picks[done:].sum())
-        words = source.words(halves // 2 + halves // 1024 + 64)  # rejections are rare
-        done, _ = _bounded.add_chosen_pairs(
-            keys, cell_bits, bounds.max_rows, keep, starts, stops, groups, done, words, chosen,
-            table,
-        )  # fmt: skip
 
 
 def unit_presence_mask(
