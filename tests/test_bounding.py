@@ -773,6 +773,25 @@ def test_the_counts_refuse_words_that_are_not_uniform_uint64(
         _unit_over_max_groups(_Failing(words))
 
 
+def test_a_unit_chooses_from_the_keys_the_pass_read() -> None:
+    # Found by the kernel review: draw() runs Python code in the middle of the pass; when
+    # it changed the keys of the unit choosing, the walk that adds the kept cells read
+    # other keys than the pass had counted, and returned a wrong (even negative) count.
+    for _ in range(50):
+        keys, table = np.array([0, 1, 2], np.uint32), np.zeros(4, np.int64)
+
+        def draw(n: int, keys: NDArray[np.uint32] = keys) -> NDArray[np.uint64]:
+            keys[:] = 3
+            return bit_source(None).words(n)
+
+        chosen = _bounded.add_bounded_counts(
+            keys, np.array([0, 3]), np.array([3]), 8, 1, 2, table, draw, 1
+        )
+        assert chosen == 1
+        assert sorted(table[:3].tolist()) == [0, 1, 1]
+        assert table[3] == 0
+
+
 def _words(n: int) -> NDArray[np.uint64]:
     return bit_source(None).words(n)
 

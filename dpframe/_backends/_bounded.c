@@ -432,35 +432,48 @@ uniform_below(word_stream *w, PyThreadState **save, uint64_t bound, uint64_t *ou
 #define NOINLINE
 #endif
 
+/* Scratch of choose_cells, grown as needed: a mark per cell of the unit choosing (all 0
+ * between units) and a copy of its keys. */
+typedef struct {
+    uint8_t *chosen;
+    uint32_t *keys;
+    Py_ssize_t room;
+} unit_scratch;
+
 /* The unit whose keys are keys[first:stop] has k = `groups` cells, more than
  * max_groups. The flat pass added 1 for each of its first max_rows rows in each of its
  * first max_groups cells; this keeps instead a uniformly random max_groups of its
  * cells: Floyd's algorithm picks the smaller of the kept and the dropped sets (the
  * kept one when k > 2 * max_groups, as bounding._drop_flags does), marking picks in
- * *chosen (one byte per cell of the unit, all 0 between units, grown as needed); one
- * walk over the unit's keys then adds, to each row's cell, whether the row is kept
- * less whether the pass added it. Returns 0, or 2 (a cell beyond the table, or keys
+ * scratch->chosen; one walk over a copy of the unit's keys then adds, to each row's
+ * cell, whether the row is kept less whether the pass added it. Returns 0, or 2 (a cell beyond the table, or keys
  * that changed under us), 4 (the source's exception is set), 5 (no memory). Called
  * without the GIL (which *save holds). */
 static NOINLINE int
 choose_cells(const uint32_t *keys, Py_ssize_t first, Py_ssize_t stop, int cell_bits,
              int64_t cells, int64_t max_rows, int64_t max_groups, int64_t groups,
-             int64_t *table, uint8_t **chosen_at, int64_t *room, word_stream *stream,
-             PyThreadState **save)
+             uint64_t *table, unit_scratch *scratch, word_stream *stream, PyThreadState **save)
 {
     const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
-    if (groups > ((int64_t)1 << 32)) { /* Lemire's bound is at most 2**32 */
+    const Py_ssize_t rows = stop - first;
+    if (groups > ((int64_t)1 << 32) || groups > rows) { /* Lemire's bound: 2**32 at most */
         return 2;
     }
-    if (groups > *room) {
-        *room = groups > 2 * *room ? groups : 2 * *room;
-        free(*chosen_at);
-        *chosen_at = calloc((size_t)*room, 1);
-        if (*chosen_at == NULL) {
+    if (rows > scratch->room) { /* room for a mark per cell and a copy of each key */
+        scratch->room = rows > 2 * scratch->room ? rows : 2 * scratch->room;
+        free(scratch->chosen);
+        free(scratch->keys);
+        scratch->chosen = calloc((size_t)scratch->room, 1);
+        scratch->keys = malloc((size_t)scratch->room * sizeof(uint32_t));
+        if (scratch->chosen == NULL || scratch->keys == NULL) {
             return 5;
         }
     }
-    uint8_t *chosen = *chosen_at;
+    uint8_t *chosen = scratch->chosen;
+    /* The unit's keys as the pass read them, before draw() runs Python code that could
+     * change the caller's arrays. */
+    uint32_t *unit_keys = scratch->keys;
+    memcpy(unit_keys, keys + first, (size_t)rows * sizeof(uint32_t));
     const int64_t keep_picked = groups > 2 * max_groups;
     const int64_t picks = keep_picked ? max_groups : groups - max_groups;
     for (int64_t j = groups - picks; j < groups; j++) {
@@ -473,13 +486,13 @@ choose_cells(const uint32_t *keys, Py_ssize_t first, Py_ssize_t stop, int cell_b
         chosen[(int64_t)t + ((j - (int64_t)t) & -(int64_t)(chosen[t] != 0))] = 1;
     }
     /* The p-th cell of the unit (from 0) is kept when its mark says so; the pass added
-     * a row when p < max_groups. The keys are read again: p is checked against the
-     * unit's cells before it is used. */
+     * a row when p < max_groups. p is checked against the unit's cells before it is
+     * used, and the walk must find as many cells as the pass did. */
     int result = 0;
     int64_t p = -1, rank = 0;
-    uint32_t before = keys[first] ^ 0x80000000u;
-    for (Py_ssize_t j = first; j < stop; j++) {
-        const uint32_t again = keys[j];
+    uint32_t before = unit_keys[0] ^ 0x80000000u;
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        const uint32_t again = unit_keys[j];
         const int64_t new_cell = again != before;
         p += new_cell;
         rank = (rank + 1) & (new_cell - 1);
@@ -489,10 +502,11 @@ choose_cells(const uint32_t *keys, Py_ssize_t first, Py_ssize_t stop, int cell_b
             break;
         }
         const int64_t counted = rank < max_rows;
-        table[again & cell_mask] += ((chosen[p] == keep_picked) - (p < max_groups)) * counted;
+        const int64_t change = ((chosen[p] == keep_picked) - (p < max_groups)) * counted;
+        table[again & cell_mask] += (uint64_t)change; /* -1, 0 or 1, wrapping: no UB */
     }
     memset(chosen, 0, (size_t)groups);
-    return result;
+    return result == 0 && p != groups - 1 ? 2 : result;
 }
 
 /* add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, draw,
@@ -527,7 +541,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
     memset(&stream, 0, sizeof stream);
     stream.draw = draw;
     stream.batch = batch;
-    uint8_t *chosen = NULL;
+    unit_scratch scratch = {NULL, NULL, 0};
     Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 0, 4, "IL", "keys", "uint32");
     if (keys_view == NULL) goto done;
     Py_buffer *offsets_view =
@@ -543,7 +557,8 @@ add_bounded_counts(PyObject *self, PyObject *args)
     const Py_ssize_t n = keys_view->len / 4;
     const int64_t *offsets = offsets_view->buf;
     const Py_ssize_t chunks = offsets_view->len / 8 - 1;
-    int64_t *table = table_view->buf;
+    /* Counts are added in uint64 (wrapping, never undefined, whatever the table held). */
+    uint64_t *table = table_view->buf;
     const int64_t cells = table_view->len / 8;
     const int64_t *ends = ends_view->buf;
     if (ends_view->len / 8 != chunks) {
@@ -551,7 +566,6 @@ add_bounded_counts(PyObject *self, PyObject *args)
         goto done;
     }
     const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
-    int64_t room = 0;       /* marks in chosen: one per cell of the unit choosing */
     Py_ssize_t choosing = 0; /* units that chose their cells */
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -582,7 +596,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
             const int ended_over = (groups > max_groups) & (int)(same_unit ^ 1);
             if (ended_over) { /* the unit before ended over max_groups: rare */
                 bad = choose_cells(keys, first, i, cell_bits, cells, max_rows, max_groups,
-                                   groups, table, &chosen, &room, &stream, &_save);
+                                   groups, table, &scratch, &stream, &_save);
                 if (bad) {
                     break;
                 }
@@ -602,7 +616,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
         }
         if (!bad && groups > max_groups) { /* the chunk's last unit */
             bad = choose_cells(keys, first, end, cell_bits, cells, max_rows, max_groups,
-                               groups, table, &chosen, &room, &stream, &_save);
+                               groups, table, &scratch, &stream, &_save);
             choosing += !bad;
         }
     }
@@ -619,7 +633,8 @@ add_bounded_counts(PyObject *self, PyObject *args)
         result = PyLong_FromSsize_t(choosing);
     }
 done:
-    free(chosen);
+    free(scratch.chosen);
+    free(scratch.keys);
     if (stream.held) {
         PyBuffer_Release(&stream.view);
     }
