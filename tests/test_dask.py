@@ -823,6 +823,54 @@ def test_values_from_other_units_rows_are_refused(client: Any, derive: Any) -> N
     assert released == pytest.approx(expected, abs=100)
 
 
+@pytest.mark.parametrize(
+    "merge",
+    [
+        lambda d, book: d.merge(book, on="Age"),
+        lambda d, book: dd.merge(book, d, on="Age"),  # the lookup on the left
+        lambda d, book: d.merge(book.rename(columns={"Age": "age"}), left_on="Age", right_on="age"),
+        lambda d, book: d.merge(dd.from_pandas(book, npartitions=2), on="Age", how="left"),
+        lambda d, book: d.merge(book.set_index("Age"), left_on="Age", right_index=True),
+        lambda d, book: d.set_index("Age").join(book.set_index("Age")),
+    ],
+    ids=["on", "lookup on the left", "left_on/right_on", "Dask lookup", "right_index", "join"],
+)
+def test_a_merge_with_a_lookup_table_whose_keys_repeat_is_refused(
+    client: Any, merge: Any, request: pytest.FixtureRequest
+) -> None:
+    """Found in note 24 (not seen until now): a key twice in the lookup table gives each
+    person's row twice, so a count moved by 2 for one person at a charge of 1. Refused
+    without a privacy unit, before anything is charged; a table whose keys are unique
+    releases, and with a unit every release bounds each unit's rows."""
+    # New data for each case: equal data shares one ledger on Dask.
+    people = census(600, rng=11 + request.node.callspec.indices["merge"])
+    data = dd.from_pandas(people, npartitions=3)
+    data.dp.set_budget(epsilon=10 * EXACT_EPSILON)
+    twice = pd.concat([LOOKUP, LOOKUP[LOOKUP["Age"] == 40]], ignore_index=True)
+    spent = data.dp.ledger.spent
+    with pytest.raises(PrivacyUnitError, match="keys repeat in the other table"):
+        merge(data, twice).dp.count(epsilon=1.0)
+    assert data.dp.ledger.spent == spent
+    # Validity twin: the same merge with unique keys (its rows: one per person).
+    assert merge(data, LOOKUP).dp.count(epsilon=EXACT_EPSILON) == len(people)
+    with_unit = dd.from_pandas(people.assign(pid=np.arange(len(people))), npartitions=3)
+    with_unit.dp.set_budget(epsilon=EXACT_EPSILON, privacy_unit="pid")
+    released = merge(with_unit, twice).dp.count(epsilon=EXACT_EPSILON, max_rows=1)
+    assert released == len(people)
+
+
+def test_a_missing_key_twice_in_the_lookup_table_repeats_rows(client: Any) -> None:
+    # pandas merges missing keys with each other: two rows of a missing key in the lookup
+    # give each person with a missing key two rows.
+    people = pd.DataFrame({"code": [1.0, np.nan, 2.0, np.nan], "x": [1, 2, 3, 4]})
+    data = dd.from_pandas(people, npartitions=2)
+    data.dp.set_budget(epsilon=EXACT_EPSILON)
+    book = pd.DataFrame({"code": [1.0, 2.0, np.nan, np.nan], "label": ["a", "b", "c", "d"]})
+    with pytest.raises(PrivacyUnitError, match="keys repeat"):
+        data.merge(book, on="code").dp.count(epsilon=1.0)
+    assert data.merge(book.iloc[:3], on="code").dp.count(epsilon=EXACT_EPSILON) == 4
+
+
 def test_an_outer_merge_with_a_lookup_table_is_refused(client: Any, ddf: Any) -> None:
     # Its rows for the keys no person has exist only while nobody has them: one person
     # moves two rows. A left merge keeps only the people's rows, and releases.

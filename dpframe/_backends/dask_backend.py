@@ -120,9 +120,9 @@ Not covered (Dask gives no hook):
 * likewise, ``to_parquet`` of such a combination: ``read_parquet`` takes the metadata
   of the first file, which has no ledger when it holds the unbudgeted input's rows;
 * once persisted or written to files, a frame that repeats a person's row no longer
-  shows it: release from the combination before persisting it. Nor does anything show
-  a ``merge`` whose keys repeat in the other input (a lookup table with duplicate
-  keys): merge only on keys that are unique in the other input;
+  shows it: release from the combination before persisting it (a ``merge`` whose keys
+  repeat in a lookup table is refused while the merge is in the tree: the lookup table,
+  public, is read to tell);
 * reading the same files again after every frame of the first read was garbage
   collected builds new metadata, hence a new ledger, as re-reading a file in pandas
   does;
@@ -146,6 +146,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 from dask.base import compute, normalize_token
+from dask.dataframe.dask_expr import new_collection  # type: ignore[attr-defined]  # dask: re-exported, not in __all__
 from dask.dataframe.utils import pyarrow_strings_enabled
 from dask.delayed import delayed
 from numpy.typing import NDArray
@@ -400,6 +401,63 @@ def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
     return tuple(keys) if keys == other else None
 
 
+# How a merge's input is matched (_side_keys): on these columns, on its index, or on
+# something else (keys given as arrays or Series, a level of the index...).
+_INDEX, _UNKNOWN = "index", "unknown"
+_SideKeys = tuple[Any, ...] | str
+
+
+def _side_keys(expr: Any) -> tuple[_SideKeys, ...]:
+    """For a merge or join, the keys each input (in the order of its dependencies) pairs
+    rows on: a tuple of column names, ``_INDEX`` or ``_UNKNOWN``. Empty for any other
+    expression, and for ``merge_asof``, which pairs a row with one row at most."""
+    classes = {cls.__name__ for cls in type(expr).__mro__}
+    if "JoinRecursive" in classes:  # ddf.join([a, b]): on the index
+        return tuple(_INDEX for _ in expr.dependencies())
+    if "Merge" not in classes or "MergeAsof" in classes:
+        return ()
+    sides: list[_SideKeys] = []
+    for side in ("left", "right"):
+        if expr.operand(f"{side}_index"):
+            sides.append(_INDEX)
+            continue
+        keys = expr.operand(f"{side}_on")
+        names = _as_list(keys) if keys is not None else []
+        simple = names and all(isinstance(name, str | int | float | tuple) for name in names)
+        sides.append(tuple(names) if simple else _UNKNOWN)
+    return tuple(sides)
+
+
+# Whether keys repeat in a public input (by expression name, a token of its content, and
+# keys): read once per table, not once per release.
+_REPEATS: dict[tuple[str, str], bool] = {}
+
+
+def _keys_repeat(expr: Any, keys: _SideKeys) -> bool:
+    """Whether ``keys`` match two rows or more of the frame ``expr`` computes: a public
+    input (a lookup table, a frame with no budget), whose data may be read. Missing keys
+    count as one key, as pandas matches them with each other. True when unsure (keys
+    that are not columns of the input)."""
+    cached = _REPEATS.get((expr._name, repr(keys)))
+    if cached is not None:
+        return cached
+    frame = new_collection(expr)
+    if keys == _UNKNOWN or not isinstance(frame, dd.DataFrame):
+        repeats = True
+    elif keys == _INDEX:
+        counts = frame.index.to_series().value_counts(dropna=False)
+        repeats = bool(counts.max().compute() > 1) if frame.npartitions else False
+    elif not set(keys) <= set(frame.columns):
+        repeats = True
+    else:
+        sizes = frame.groupby(list(keys), dropna=False).size()
+        repeats = bool(sizes.max().compute() > 1)
+    if len(_REPEATS) > 4096:
+        _REPEATS.clear()
+    _REPEATS[(expr._name, repr(keys))] = repeats
+    return repeats
+
+
 @dataclass(frozen=True)
 class _Node:
     """One expression of a Dask frame's tree, as the ledger lookup sees it."""
@@ -410,6 +468,8 @@ class _Node:
     merge_keys: tuple[Any, ...] | None = None  # see _merge_keys (or drop_duplicates' subset)
     keeps_unmatched: tuple[bool, bool] = (False, False)  # see _keeps_other_rows
     source: _Carrier | None = None  # the pandas frame (or Series) of dd.from_pandas
+    inputs: tuple[Any, ...] = ()  # the input expressions, in the order of dependencies
+    side_keys: tuple[_SideKeys, ...] = ()  # see _side_keys
 
 
 def _tree(frame: Any) -> dict[str, _Node]:
@@ -425,6 +485,8 @@ def _tree(frame: Any) -> dict[str, _Node]:
             _merge_keys(expr),
             _keeps_other_rows(expr),
             source,
+            tuple(expr.dependencies()),
+            _side_keys(expr),
         )
     return nodes
 
@@ -598,6 +660,11 @@ def _repeated_rows(
             sides = zip(node.dependencies, node.keeps_unmatched, strict=False)
             if any(kept and name not in derived for name, kept in sides):
                 return "rows of nobody"
+            # A key that repeats in the other input (a lookup table) gives each person's row
+            # once per match.
+            public = zip(node.dependencies, node.inputs, node.side_keys, strict=False)
+            if any(name not in derived and _keys_repeat(e, k) for name, e, k in public):
+                return "repeating keys"
         if node.combination not in ("concat", "merge") or budgeted_inputs < 2:
             continue
         if unit is None:
@@ -642,6 +709,16 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             f"the privacy unit's): a row then carries another person's values, so one "
             f"person moves several rows, and a release would spend more than it charges. "
             f"Compute lags and running values {within}."
+        )
+    if combination == "repeating keys":
+        return PrivacyUnitError(
+            "This Dask DataFrame is built with a merge or join whose keys repeat in the other "
+            "table (a lookup table with two rows for one key), so each person's row is "
+            "repeated once per match: one person would move several rows, and a release "
+            "would spend more than it charges. Merge only on keys that are unique in the "
+            "other table (lookup.drop_duplicates(subset=[...]), or aggregate it first), or "
+            "declare a privacy unit (set_budget(..., privacy_unit=...)): then every release "
+            "bounds each unit's rows."
         )
     if combination == "rows of nobody":
         return PrivacyUnitError(
