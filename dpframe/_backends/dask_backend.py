@@ -428,19 +428,12 @@ def _side_keys(expr: Any) -> tuple[_SideKeys, ...]:
     return tuple(sides)
 
 
-# Whether keys repeat in a public input (by expression name, a token of its content, and
-# keys): read once per table, not once per release.
-_REPEATS: dict[tuple[str, str], bool] = {}
-
-
 def _keys_repeat(expr: Any, keys: _SideKeys) -> bool:
     """Whether ``keys`` match two rows or more of the frame ``expr`` computes: a public
     input (a lookup table, a frame with no budget), whose data may be read. Missing keys
     count as one key, as pandas matches them with each other. True when unsure (keys
-    that are not columns of the input)."""
-    cached = _REPEATS.get((expr._name, repr(keys)))
-    if cached is not None:
-        return cached
+    that are not columns of the input). Read at every release, not cached: a pandas
+    lookup changed in place after ``dd.from_pandas`` keeps its expression's name."""
     frame = new_collection(expr)
     if keys == _UNKNOWN or not isinstance(frame, dd.DataFrame):
         repeats = True
@@ -452,9 +445,6 @@ def _keys_repeat(expr: Any, keys: _SideKeys) -> bool:
     else:
         sizes = frame.groupby(list(keys), dropna=False).size()
         repeats = bool(sizes.max().compute() > 1)
-    if len(_REPEATS) > 4096:
-        _REPEATS.clear()
-    _REPEATS[(expr._name, repr(keys))] = repeats
     return repeats
 
 
