@@ -311,10 +311,16 @@ def _combination(expr: Any) -> str | None:
     # A row computed from the rows before or after it (shift, diff, cumsum, rolling,
     # map_overlap), or from its group's rows (groupby().shift/transform/cumsum): it
     # carries other rows' values, another person's unless the group is the unit.
-    if classes & {"Shift", "Diff", "CumulativeAggregations", "RollingReduction", "MapOverlap"}:
+    if classes & (_NEIGHBOURS | _LOWERED_NEIGHBOURS):
         return "neighbours"
-    if classes & {"GroupByApply", "GroupByCumulative"}:
+    if classes & {"GroupByApply", "GroupByCumulative", "GroupByUDFBlockwise"}:
         return "group neighbours"
+    # After optimize(): nlargest and drop_duplicates become tree reductions of the rows,
+    # and partitions[...] a selection baked into the reader.
+    if classes & _LOWERED_SELECTIONS:
+        return "selection"
+    if "_partitions" in expr._parameters and expr.operand("_partitions") is not None:
+        return "repeat" if _repeats(expr.operand("_partitions")) else "selection"
     if "DropDuplicates" in classes and expr.operand("subset") is not None:
         return "dedupe"  # a selection unless the rows compared are one unit's
     # ddf.loc[[i, i]] and ddf.partitions[[0, 0]] give a row once per repeat of its label
@@ -334,6 +340,18 @@ def _combination(expr: Any) -> str | None:
     if "Concat" in classes:
         return "concat" if expr.operand("axis") in (0, "index") else "columns"
     return None
+
+
+_NEIGHBOURS = {"Shift", "Diff", "CumulativeAggregations", "RollingReduction", "MapOverlap"}
+# What optimize() lowers them to (Dask 2026.8): cumulative blocks and their carries, and
+# partitions that overlap their neighbours' rows (shift, diff, rolling).
+_LOWERED_NEIGHBOURS = {
+    "CumulativeBlockwise",
+    "CumulativeFinalize",
+    "TakeLast",
+    "CreateOverlappingPartitions",
+}
+_LOWERED_SELECTIONS = {"TreeReduce", "Aggregate"}
 
 
 def _every_partition(selection: object, count: int) -> bool:
@@ -357,11 +375,20 @@ def _repeats(selection: object) -> bool:
     return index.dtype != bool and bool(index.has_duplicates)  # a boolean mask repeats nothing
 
 
-def _keeps_other_rows(expr: Any) -> tuple[bool, bool]:
-    """Whether a merge keeps the left input's unmatched rows, and the right one's."""
+def _keeps_other_rows(expr: Any) -> tuple[bool, ...]:
+    """Whether a merge or join keeps each input's unmatched rows (in the order of its
+    inputs); empty for any other expression. ``merge_asof`` keeps every left row (a left
+    join); a join of several frames keeps the first frame's rows (``how="left"``), or
+    every frame's (another ``how``, at worst)."""
     classes = {cls.__name__ for cls in type(expr).__mro__}
+    if "JoinRecursive" in classes:
+        others = len(_inputs(expr)) - 1
+        every = expr.operand("how") not in ("left", "inner")
+        return (expr.operand("how") != "inner", *([every] * others))
+    if "MergeAsof" in classes:
+        return (True, False)
     if "Merge" not in classes:
-        return (False, False)
+        return ()
     how = expr.operand("how")
     return (how in ("left", "outer"), how in ("right", "outer"))
 
@@ -382,7 +409,7 @@ def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
     if "DropDuplicates" in classes:  # the columns it compares
         subset = expr.operand("subset")
         return None if subset is None else tuple(_as_list(subset))
-    if classes & {"GroupByApply", "GroupByCumulative"}:  # the columns it groups on
+    if classes & {"GroupByApply", "GroupByCumulative", "GroupByUDFBlockwise"}:  # grouped on
         by = getattr(expr, "by", None)
         if not isinstance(by, list | tuple) or any(
             type(key).__module__.startswith("dask") for key in by
@@ -413,7 +440,7 @@ def _side_keys(expr: Any) -> tuple[_SideKeys, ...]:
     expression, and for ``merge_asof``, which pairs a row with one row at most."""
     classes = {cls.__name__ for cls in type(expr).__mro__}
     if "JoinRecursive" in classes:  # ddf.join([a, b]): on the index
-        return tuple(_INDEX for _ in expr.dependencies())
+        return tuple(_INDEX for _ in _inputs(expr))
     if "Merge" not in classes or "MergeAsof" in classes:
         return ()
     sides: list[_SideKeys] = []
@@ -456,26 +483,56 @@ class _Node:
     dependencies: tuple[str, ...]  # the names of its inputs (an input given twice counts twice)
     combination: str | None  # see _combination
     merge_keys: tuple[Any, ...] | None = None  # see _merge_keys (or drop_duplicates' subset)
-    keeps_unmatched: tuple[bool, bool] = (False, False)  # see _keeps_other_rows
+    keeps_unmatched: tuple[bool, ...] = ()  # see _keeps_other_rows
     source: _Carrier | None = None  # the pandas frame (or Series) of dd.from_pandas
     inputs: tuple[Any, ...] = ()  # the input expressions, in the order of dependencies
     side_keys: tuple[_SideKeys, ...] = ()  # see _side_keys
 
 
+def _inputs(expr: Any) -> list[Any]:
+    """The expressions ``expr`` is computed from: its dependencies, and the frames of a
+    ``join`` of several frames (``JoinRecursive`` holds them in a list, not as
+    dependencies)."""
+    inputs = list(expr.dependencies())
+    if "JoinRecursive" in {cls.__name__ for cls in type(expr).__mro__}:
+        inputs += [frame for frame in expr.operand("frames") if hasattr(frame, "_name")]
+    return inputs
+
+
+def _expressions(root: Any) -> list[Any]:
+    """Every expression of a tree, ``root`` first, including the frames of a join of
+    several frames and the expressions inside the ``Fused`` blocks of ``optimize()``
+    (whose own inputs are only the block's external ones: the merge, filter or shift in
+    the block would otherwise not be seen)."""
+    found: dict[str, Any] = {}
+    pending = [root]
+    while pending:
+        expr = pending.pop()
+        if expr._name in found:
+            continue
+        found[expr._name] = expr
+        pending.extend(_inputs(expr))
+        if "Fused" in {cls.__name__ for cls in type(expr).__mro__}:
+            pending.extend(expr.operand("exprs"))
+    return list(found.values())
+
+
 def _tree(frame: Any) -> dict[str, _Node]:
-    """Every expression of a Dask collection's tree, by name, the collection's own first."""
+    """Every expression of a Dask collection's tree, by name, the collection's own first
+    (see :func:`_expressions`)."""
     nodes: dict[str, _Node] = {}
-    for expr in frame.expr.walk():
+    for expr in _expressions(frame.expr):
         source = _pandas_source(expr)
         carriers = (_expression_meta(expr), source)
+        inputs = _inputs(expr)
         nodes[expr._name] = _Node(
             tuple(c for c in carriers if c is not None),
-            tuple(dep._name for dep in expr.dependencies()),
+            tuple(dep._name for dep in inputs),
             _combination(expr),
             _merge_keys(expr),
             _keeps_other_rows(expr),
             source,
-            tuple(expr.dependencies()),
+            tuple(inputs),
             _side_keys(expr),
         )
     return nodes
@@ -629,8 +686,11 @@ def _repeated_rows(
     (``"unit merge"``): one not on equal values of all the unit's columns. This is the
     rule of ``df.dp.merge`` on pandas frames (:func:`dpframe._accessor._check_unit_self_merge`).
     """
-    for node in tree.values():
+    for name, node in tree.items():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
+        # A reader of the budgeted data can select itself (optimize() bakes partitions[...]
+        # into it): counted as reading one budgeted input.
+        budgeted_inputs += not node.dependencies and name in derived
         if node.combination == "selection" and budgeted_inputs:
             return "selection"  # whether a row is kept depends on the other rows
         # drop_duplicates keeps the first row of each subset key: rows of different people
@@ -712,11 +772,12 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
         )
     if combination == "rows of nobody":
         return PrivacyUnitError(
-            "This Dask DataFrame is built with an outer (or right) merge that keeps the rows "
-            "of a table's keys no person has, so whether such a row exists depends on the "
-            "people in the data: one person would move two rows, and a release would spend "
-            "more than it charges. Merge with how='left' (the budgeted frame on the left) "
-            "or how='inner'."
+            "This Dask DataFrame is built with an outer (or right) merge, or a merge_asof "
+            "with the table on the left, that keeps the rows of a table's keys no person "
+            "has (or gives each of them a person's row), so whether such a row exists "
+            "depends on the people in the data: one person would move several rows, and a "
+            "release would spend more than it charges. Merge with how='left' (the budgeted "
+            "frame on the left) or how='inner'."
         )
     if combination == "repeat":
         return PrivacyUnitError(
@@ -837,7 +898,7 @@ def _safe_to_optimize(frame: Any) -> bool:
     (dask/dask#12147). So a tree holding a concat is computed as written: every column
     of its inputs is read, and the aggregates are exact.
     """
-    return not any(_combination(expr) in ("concat", "columns") for expr in frame.expr.walk())
+    return not any(_combination(e) in ("concat", "columns") for e in _expressions(frame.expr))
 
 
 def _present_values(values: pd.Series) -> pd.Series:
@@ -1066,11 +1127,11 @@ class DaskBackend:
                     f"ddf[{name!r}].astype('int64') (or 'float64', or 'string' for text ids)."
                 )
         split = _SPLIT_UNITS.get(self.ledger.id)
-        for expr in self._frame.expr.walk():
+        for expr in _expressions(self._frame.expr):
             if split is not None:
                 break
             source = _pandas_source(expr)
-            if source is not None and expr.operand("pyarrow_strings_enabled"):  # type: ignore[no-untyped-call]  # dask: unannotated
+            if source is not None and expr.operand("pyarrow_strings_enabled"):
                 split = _split_unit(source, unit)
         if split is not None:
             name, kind = split
