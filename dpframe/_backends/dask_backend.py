@@ -313,7 +313,7 @@ def _combination(expr: Any) -> str | None:
     # carries other rows' values, another person's unless the group is the unit.
     if classes & (_NEIGHBOURS | _LOWERED_NEIGHBOURS):
         return "neighbours"
-    if classes & {"GroupByApply", "GroupByCumulative", "GroupByUDFBlockwise"}:
+    if classes & _GROUP_NEIGHBOURS:
         return "group neighbours"
     # After optimize(): nlargest and drop_duplicates become tree reductions of the rows,
     # and partitions[...] a selection baked into the reader.
@@ -352,6 +352,14 @@ _LOWERED_NEIGHBOURS = {
     "CreateOverlappingPartitions",
 }
 _LOWERED_SELECTIONS = {"TreeReduce", "Aggregate"}
+# groupby shift, transform, apply and cumulative aggregations, and what optimize() lowers
+# them to.
+_GROUP_NEIGHBOURS = {
+    "GroupByApply",
+    "GroupByCumulative",
+    "GroupByUDFBlockwise",
+    "GroupByCumulativeFinalizer",
+}
 
 
 def _every_partition(selection: object, count: int) -> bool:
@@ -409,12 +417,16 @@ def _merge_keys(expr: Any) -> tuple[Any, ...] | None:
     if "DropDuplicates" in classes:  # the columns it compares
         subset = expr.operand("subset")
         return None if subset is None else tuple(_as_list(subset))
-    if classes & {"GroupByApply", "GroupByCumulative", "GroupByUDFBlockwise"}:  # grouped on
+    if classes & _GROUP_NEIGHBOURS:  # the columns it groups on
         by = getattr(expr, "by", None)
         if not isinstance(by, list | tuple) or any(
             type(key).__module__.startswith("dask") for key in by
         ):
             return None  # grouped on a Series or an expression: not on columns
+        if "GroupByCumulativeFinalizer" in classes:  # optimize() renames them _by_<name>
+            return tuple(
+                key[4:] if isinstance(key, str) and key.startswith("_by_") else key for key in by
+            )
         return tuple(by)
     if "Merge" not in classes or "MergeAsof" in classes:
         return None
