@@ -499,6 +499,75 @@ class _Node:
     source: _Carrier | None = None  # the pandas frame (or Series) of dd.from_pandas
     inputs: tuple[Any, ...] = ()  # the input expressions, in the order of dependencies
     side_keys: tuple[_SideKeys, ...] = ()  # see _side_keys
+    keeps_labels: bool = False  # see _keeps_labels
+    fused_root: str | None = None  # a Fused block's output expression (its labels)
+
+
+# Row-wise expressions that change index labels (ddf.index = ..., reset_index, a mapped
+# index), and row movers that keep them (a sort or shuffle moves rows with their labels).
+_RELABELS = {"ResetIndex", "AssignIndex", "FunctionMapIndex", "PropertyMapIndex"}
+_MOVES_ROWS = {
+    "Filter",
+    "Projection",
+    "SortValues",
+    "SortIndex",
+    "RearrangeByColumn",
+    "AssignPartitioningIndex",  # a shuffle's partition column (after optimize())
+}
+
+
+def _keeps_labels(expr: Any) -> bool:
+    """Whether each row of ``expr`` has the index label its row had in the first input:
+    row-wise expressions (Dask's ``Elemwise``: arithmetic, ``assign``, ``astype``...),
+    filters, projections, sorts, shuffles, repartitions, shifts and groupby transforms
+    (these last two are refused for their values, not their labels), but not
+    ``set_index``, ``reset_index``, a renamed index, ``map_partitions`` (any function),
+    merges, concats, nor anything unknown."""
+    classes = {cls.__name__ for cls in type(expr).__mro__}
+    if classes & _RELABELS:
+        return False
+    if "RenameSeries" in classes:  # a new name keeps the labels; a mapper changes them
+        index = expr.operand("index")
+        return not (callable(index) or isinstance(index, dict | pd.Series | pd.Index))
+    # Values from neighbouring rows keep their rows' labels (refused for their values).
+    if classes & (_MOVES_ROWS | _NEIGHBOURS | _LOWERED_NEIGHBOURS | _GROUP_NEIGHBOURS):
+        return True
+    if "Elemwise" in classes:
+        return True
+    if "MapPartitions" in classes:  # Dask's own steps of a lowered groupby keep them; a
+        func = expr.operand("func")  # function of the user's may relabel the rows
+        return str(getattr(func, "__module__", "")).startswith("dask.")
+    return any(name.startswith(("Repartition", "Dropna")) or "Shuffle" in name for name in classes)
+
+
+def _label_origins(tree: dict[str, _Node], derived: set[str]) -> dict[str, str]:
+    """For each expression derived from the budgeted data, the expression whose index
+    labels its rows carry: itself, unless it keeps its first derived input's labels
+    (:func:`_keeps_labels`). Two inputs of one origin align row to row; of two origins,
+    a row can meet another row's values."""
+    origins: dict[str, str] = {}
+    for start in derived:
+        path: list[str] = []
+        name = start
+        while name not in origins:
+            node = tree[name]
+            first = next((dep for dep in node.dependencies if dep in derived), None)
+            if node.fused_root is not None and node.fused_root in tree:
+                first = node.fused_root  # an optimize() block has its output's labels
+            elif not node.keeps_labels:
+                first = None
+            if first is None:
+                origins[name] = name
+                break
+            path.append(name)
+            name = first
+        for walked in path:
+            origins[walked] = origins[name]
+    return origins
+
+
+def _class_names(expr: Any) -> set[str]:
+    return {cls.__name__ for cls in type(expr).__mro__}
 
 
 def _inputs(expr: Any) -> list[Any]:
@@ -546,6 +615,8 @@ def _tree(frame: Any) -> dict[str, _Node]:
             source,
             tuple(inputs),
             _side_keys(expr),
+            _keeps_labels(expr),
+            expr.operand("exprs")[0]._name if "Fused" in _class_names(expr) else None,
         )
     return nodes
 
@@ -697,7 +768,12 @@ def _repeated_rows(
     was repeated; only a merge that can pair rows of *different* units is refused
     (``"unit merge"``): one not on equal values of all the unit's columns. This is the
     rule of ``df.dp.merge`` on pandas frames (:func:`dpframe._accessor._check_unit_self_merge`).
+    Columns put side by side from inputs whose index labels come from different
+    expressions (:func:`_label_origins`) are refused with or without a unit
+    (``"misaligned"``): a row can carry another unit's value.
     """
+    origins = _label_origins(tree, derived)
+    misaligned = False  # refused last: the other refusals name their cause more exactly
     for name, node in tree.items():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
         # A reader of the budgeted data can select itself (optimize() bakes partitions[...]
@@ -727,14 +803,20 @@ def _repeated_rows(
             public = zip(node.dependencies, node.inputs, node.side_keys, strict=False)
             if any(name not in derived and _keys_repeat(e, k) for name, e, k in public):
                 return "repeating keys"
-        if node.combination not in ("concat", "merge") or budgeted_inputs < 2:
+        # Columns side by side (assign, concat(axis=1), arithmetic, where): pandas aligns
+        # them by index label, so each input must carry the same rows' labels.
+        if node.combination not in ("concat", "merge"):
+            inputs = {dep for dep in node.dependencies if dep in derived}
+            misaligned |= len(inputs) > 1 and len({origins[dep] for dep in inputs}) > 1
+            continue
+        if budgeted_inputs < 2:
             continue
         if unit is None:
             return node.combination
         keys = node.merge_keys
         if node.combination == "merge" and (keys is None or not set(unit) <= set(keys)):
             return "unit merge"
-    return None
+    return "misaligned" if misaligned else None
 
 
 def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
@@ -771,6 +853,15 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             f"the privacy unit's): a row then carries another person's values, so one "
             f"person moves several rows, and a release would spend more than it charges. "
             f"Compute lags and running values {within}."
+        )
+    if combination == "misaligned":
+        return PrivacyUnitError(
+            "This Dask DataFrame puts side by side (assign, concat(axis=1), arithmetic) "
+            "columns of the budgeted data whose index was rebuilt differently (set_index, "
+            "reset_index, a renamed index, map_partitions): pandas aligns them by index "
+            "label, so a row can carry another person's value, and one person's value "
+            "several rows. Derive the columns from one frame after the same index change "
+            "(x = ddf.set_index('k'); x.assign(w=x['v'] * 2)), or merge on a column."
         )
     if combination == "repeating keys":
         return PrivacyUnitError(
