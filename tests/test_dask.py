@@ -1013,8 +1013,26 @@ def test_columns_aligned_by_a_rebuilt_index_are_refused(
         lambda d: dd.concat([d[["v"]], d[["g"]]], axis=1).assign(w=lambda f: f["v"]),
         lambda d: d.assign(w=d[d["v"] >= 0]["v"].fillna(0)),
         lambda d: d.repartition(npartitions=3).assign(w=d["v"]),
+        # Found by the alignment red team: refused by the first version of the rule.
+        lambda d: d.assign(w=np.exp(np.log1p(d["v"])) - 1),
+        lambda d: d.assign(w=d["v"].map_partitions(np.abs, meta=("v", "f8"))),
+        lambda d: d.assign(w=d["v"] - d["v"].mean() + d["v"].mean()),
+        lambda d: d.fillna(d.mean()).assign(w=lambda f: f["v"]),
+        lambda d: d.assign(w=d["v"] * d["v"].max() / d["v"].max()).optimize(),
     ],
-    ids=["shuffle", "sort", "one set_index", "concat(axis=1)", "filter", "repartition"],
+    ids=[
+        "shuffle",
+        "sort",
+        "one set_index",
+        "concat(axis=1)",
+        "filter",
+        "repartition",
+        "numpy ufunc",
+        "map_partitions of a ufunc",
+        "minus a mean",
+        "fillna(mean)",
+        "a max, optimized",
+    ],
 )
 def test_columns_aligned_by_the_rows_own_labels_release(
     client: Any, derive: Any, request: pytest.FixtureRequest

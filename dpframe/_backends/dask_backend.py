@@ -317,7 +317,7 @@ def _combination(expr: Any) -> str | None:
         return "group neighbours"
     # After optimize(): nlargest and drop_duplicates become tree reductions of the rows,
     # and partitions[...] a selection baked into the reader.
-    if classes & _LOWERED_SELECTIONS:
+    if classes & _LOWERED_SELECTIONS and _reduced_by(expr) in _SELECTING_REDUCTIONS:
         return "selection"
     if "_partitions" in expr._parameters and expr.operand("_partitions") is not None:
         return "repeat" if _repeats(expr.operand("_partitions")) else "selection"
@@ -352,6 +352,18 @@ _LOWERED_NEIGHBOURS = {
     "CreateOverlappingPartitions",
 }
 _LOWERED_SELECTIONS = {"TreeReduce", "Aggregate"}
+# The reductions whose lowered form keeps some rows (a sum or a mean lowers to the same
+# classes, and gives a value, not rows).
+_SELECTING_REDUCTIONS = {"NLargest", "NSmallest", "DropDuplicates", "Head", "Tail"}
+
+
+def _reduced_by(expr: Any) -> str:
+    """The reduction a lowered TreeReduce, Chunk or Aggregate computes (its ``kind``); ""
+    when it has none."""
+    kind = expr.operand("kind") if "kind" in expr._parameters else None
+    return str(getattr(kind, "__name__", ""))
+
+
 # groupby shift, transform, apply and cumulative aggregations, and what optimize() lowers
 # them to.
 _GROUP_NEIGHBOURS = {
@@ -501,6 +513,7 @@ class _Node:
     side_keys: tuple[_SideKeys, ...] = ()  # see _side_keys
     keeps_labels: bool = False  # see _keeps_labels
     fused_root: str | None = None  # a Fused block's output expression (its labels)
+    has_rows: bool = True  # a frame or Series of rows, not a reduction (see _has_rows)
 
 
 # Row-wise expressions that change index labels (ddf.index = ..., reset_index, a mapped
@@ -534,8 +547,12 @@ def _keeps_labels(expr: Any) -> bool:
         return True
     if "Elemwise" in classes:
         return True
+    if "UFuncElemwise" in classes:  # np.log1p(ddf.x): a numpy ufunc, value by value
+        return True
     if "MapPartitions" in classes:  # Dask's own steps of a lowered groupby keep them; a
         func = expr.operand("func")  # function of the user's may relabel the rows
+        if isinstance(func, np.ufunc):  # ddf.x.map_partitions(np.sign): value by value
+            return True
         return str(getattr(func, "__module__", "")).startswith("dask.")
     return any(name.startswith(("Repartition", "Dropna")) or "Shuffle" in name for name in classes)
 
@@ -564,6 +581,17 @@ def _label_origins(tree: dict[str, _Node], derived: set[str]) -> dict[str, str]:
         for walked in path:
             origins[walked] = origins[name]
     return origins
+
+
+def _has_rows(expr: Any) -> bool:
+    """Whether ``expr`` gives rows (aligned with others by index label), not a reduction:
+    ``ddf.x.mean()`` is a scalar, ``ddf.mean()`` a Series of the columns, both broadcast."""
+    classes = _class_names(expr)
+    if classes & {"Reduction", "ApplyConcatApply"}:
+        return False
+    if classes & _LOWERED_SELECTIONS or "Chunk" in classes:
+        return _reduced_by(expr) in _SELECTING_REDUCTIONS
+    return isinstance(_expression_meta(expr), pd.DataFrame | pd.Series)
 
 
 def _class_names(expr: Any) -> set[str]:
@@ -617,6 +645,7 @@ def _tree(frame: Any) -> dict[str, _Node]:
             _side_keys(expr),
             _keeps_labels(expr),
             expr.operand("exprs")[0]._name if "Fused" in _class_names(expr) else None,
+            _has_rows(expr),
         )
     return nodes
 
@@ -806,7 +835,7 @@ def _repeated_rows(
         # Columns side by side (assign, concat(axis=1), arithmetic, where): pandas aligns
         # them by index label, so each input must carry the same rows' labels.
         if node.combination not in ("concat", "merge"):
-            inputs = {dep for dep in node.dependencies if dep in derived}
+            inputs = {dep for dep in node.dependencies if dep in derived and tree[dep].has_rows}
             misaligned |= len(inputs) > 1 and len({origins[dep] for dep in inputs}) > 1
             continue
         if budgeted_inputs < 2:
