@@ -1044,6 +1044,46 @@ def test_columns_aligned_by_the_rows_own_labels_release(
     assert released == pytest.approx(expected, abs=200 * 50 / EXACT_EPSILON)
 
 
+@pytest.mark.parametrize(
+    ("unit", "derive"),
+    [
+        (None, lambda d: d.assign(w=d.sort_values("v")["v"])),
+        ("pid", lambda d: d.assign(w=d.shuffle("pid")["v"])),
+        (None, lambda d: (lambda r: r.assign(w=r.shuffle("pid")["v"]))(d.reset_index(drop=True))),
+    ],
+    ids=["sort", "shuffle, with a unit", "reset_index per partition"],
+)
+def test_a_moved_copy_beside_data_whose_labels_may_repeat_is_refused(
+    client: Any, unit: str | None, derive: Any, request: pytest.FixtureRequest
+) -> None:
+    """Found by the alignment red team (pre-existing): Dask finds a sorted or shuffled
+    copy's values by index label across partitions; on an index set from a column, rows
+    sharing a label swapped values (a sum of -6 released for 4000), with a unit too. A
+    RangeIndex (unique by construction) releases the people's own values."""
+    case = request.node.callspec.indices["derive"]
+    people = pd.DataFrame(
+        {
+            "pid": range(40),
+            "city": np.array(["A", "B"])[np.arange(40) % 2],
+            "v": np.where(np.arange(40) < 20, 200.0, 0.0) + case,
+        }
+    )
+    data = dd.from_pandas(people.set_index("city"), npartitions=4)
+    data.dp.set_budget(epsilon=10 * EXACT_EPSILON, privacy_unit=unit)
+    bound = {} if unit is None else {"max_rows": 1}
+    with pytest.raises(PrivacyUnitError, match="not known to be unique"):
+        derive(data).dp.sum("w", epsilon=1.0, bounds=(0, 250), **bound)
+    assert data.dp.ledger.spent.epsilon == 0
+    ranged = dd.from_pandas(people, npartitions=4)  # a RangeIndex: every label once
+    ranged.dp.set_budget(epsilon=10 * EXACT_EPSILON, privacy_unit=unit)
+    if case == 2:  # reset_index(drop=True) numbers each partition from 0: refused there too
+        with pytest.raises(PrivacyUnitError, match="not known to be unique"):
+            derive(ranged).dp.sum("w", epsilon=1.0, bounds=(0, 250))
+        derive = lambda d: d.assign(w=d.shuffle("pid")["v"])  # noqa: E731
+    released = derive(ranged).dp.sum("w", epsilon=EXACT_EPSILON, bounds=(0, 250), **bound)
+    assert released == pytest.approx(people["v"].sum(), abs=250 * 50 / EXACT_EPSILON)
+
+
 def test_an_outer_merge_with_a_lookup_table_is_refused(client: Any, ddf: Any) -> None:
     # Its rows for the keys no person has exist only while nobody has them: one person
     # moves two rows. A left merge keeps only the people's rows, and releases.

@@ -514,6 +514,8 @@ class _Node:
     keeps_labels: bool = False  # see _keeps_labels
     fused_root: str | None = None  # a Fused block's output expression (its labels)
     has_rows: bool = True  # a frame or Series of rows, not a reduction (see _has_rows)
+    moves_rows: bool = False  # see _moves_rows
+    unique_labels: bool = False  # dd.from_pandas of a frame with a RangeIndex
 
 
 # Row-wise expressions that change index labels (ddf.index = ..., reset_index, a mapped
@@ -555,6 +557,42 @@ def _keeps_labels(expr: Any) -> bool:
             return True
         return str(getattr(func, "__module__", "")).startswith("dask.")
     return any(name.startswith(("Repartition", "Dropna")) or "Shuffle" in name for name in classes)
+
+
+def _moves_rows(expr: Any) -> bool:
+    """Whether ``expr`` moves rows to other partitions, with their labels (a sort, a
+    shuffle, a repartition, a groupby transform's shuffle): put beside the data again,
+    its rows are found by label, across partitions."""
+    classes = _class_names(expr)
+    if classes & ({"SortValues", "SortIndex", "RearrangeByColumn"} | _GROUP_NEIGHBOURS):
+        return True
+    return any(name.startswith("Repartition") or "Shuffle" in name for name in classes)
+
+
+def _label_layouts(tree: dict[str, _Node], derived: set[str]) -> dict[str, str]:
+    """For each expression derived from the budgeted data, the last expression on its
+    label-keeping path that moved rows (:func:`_moves_rows`), or its label origin: two
+    inputs of one origin and one layout are in the same partitions, row for row; of two
+    layouts, Dask realigns them by label across partitions."""
+    layouts: dict[str, str] = {}
+    for start in derived:
+        path: list[str] = []
+        name = start
+        while name not in layouts:
+            node = tree[name]
+            first = next((dep for dep in node.dependencies if dep in derived), None)
+            if node.fused_root is not None and node.fused_root in tree:
+                first = node.fused_root
+            elif not node.keeps_labels or node.moves_rows:
+                first = None
+            if first is None:
+                layouts[name] = name
+                break
+            path.append(name)
+            name = first
+        for walked in path:
+            layouts[walked] = layouts[name]
+    return layouts
 
 
 def _label_origins(tree: dict[str, _Node], derived: set[str]) -> dict[str, str]:
@@ -646,6 +684,8 @@ def _tree(frame: Any) -> dict[str, _Node]:
             _keeps_labels(expr),
             expr.operand("exprs")[0]._name if "Fused" in _class_names(expr) else None,
             _has_rows(expr),
+            _moves_rows(expr),
+            source is not None and isinstance(source.index, pd.RangeIndex),
         )
     return nodes
 
@@ -802,7 +842,8 @@ def _repeated_rows(
     (``"misaligned"``): a row can carry another unit's value.
     """
     origins = _label_origins(tree, derived)
-    misaligned = False  # refused last: the other refusals name their cause more exactly
+    layouts = _label_layouts(tree, derived)
+    misaligned = realigned = False  # refused last: the others name their cause more exactly
     for name, node in tree.items():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
         # A reader of the budgeted data can select itself (optimize() bakes partitions[...]
@@ -836,7 +877,15 @@ def _repeated_rows(
         # them by index label, so each input must carry the same rows' labels.
         if node.combination not in ("concat", "merge"):
             inputs = {dep for dep in node.dependencies if dep in derived and tree[dep].has_rows}
-            misaligned |= len(inputs) > 1 and len({origins[dep] for dep in inputs}) > 1
+            sources = {origins[dep] for dep in inputs}
+            misaligned |= len(sources) > 1
+            # One origin, moved differently: Dask pairs rows by label across partitions,
+            # row to row only when no label repeats (a RangeIndex from dd.from_pandas).
+            realigned |= (
+                len(sources) == 1
+                and len({layouts[dep] for dep in inputs}) > 1
+                and not tree[next(iter(sources))].unique_labels
+            )
             continue
         if budgeted_inputs < 2:
             continue
@@ -845,7 +894,7 @@ def _repeated_rows(
         keys = node.merge_keys
         if node.combination == "merge" and (keys is None or not set(unit) <= set(keys)):
             return "unit merge"
-    return "misaligned" if misaligned else None
+    return "misaligned" if misaligned else "realigned" if realigned else None
 
 
 def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
@@ -882,6 +931,16 @@ def _refuse_repeated_rows(ledger: Ledger, combination: str) -> PrivacyUnitError:
             f"the privacy unit's): a row then carries another person's values, so one "
             f"person moves several rows, and a release would spend more than it charges. "
             f"Compute lags and running values {within}."
+        )
+    if combination == "realigned":
+        return PrivacyUnitError(
+            "This Dask DataFrame puts beside the data a column of a sorted, shuffled, "
+            "repartitioned or grouped copy of it: Dask finds each row's value by index "
+            "label, across partitions, which pairs a row with its own only when no label "
+            "repeats, and this index is not known to be unique (set from a column, reset "
+            "per partition, or read from files): rows sharing a label could swap values. "
+            "Start from dd.from_pandas(frame.reset_index(drop=True)) (a RangeIndex), or "
+            "compute the column on the same frame without moving its rows."
         )
     if combination == "misaligned":
         return PrivacyUnitError(
