@@ -48,12 +48,20 @@
 #define BLOCK 2048
 #define MAX_COLUMNS 32
 
-typedef struct {
-    const char *data;
-    Py_ssize_t itemsize;
-    int64_t size;   /* the column's domain size: codes lie in [-1, size) */
-    int64_t stride; /* what one step of this column's code adds to a cell number */
-} code_column;
+/* LOOP(type, shift) for the ids' type (int32 or int64, us bytes) and the chunks' shift:
+ * a constant one for chunks of 2**FAST_CHUNK_BITS units, so the loop shifts by it. */
+#define BY_ID_TYPE_AND_SHIFT(LOOP)                                              \
+    do {                                                                        \
+        if (us == 4 && chunk_bits == FAST_CHUNK_BITS) {                         \
+            LOOP(int32_t, FAST_CHUNK_BITS);                                     \
+        } else if (us == 4) {                                                   \
+            LOOP(int32_t, chunk_bits);                                          \
+        } else if (chunk_bits == FAST_CHUNK_BITS) {                             \
+            LOOP(int64_t, FAST_CHUNK_BITS);                                     \
+        } else {                                                                \
+            LOOP(int64_t, chunk_bits);                                          \
+        }                                                                       \
+    } while (0)
 
 /* Cell numbers of rows [start, start + n), below 2**24 (MAX_CELL_BITS): -1 for a row
  * with a missing code (any negative one); returns -1 if a code is beyond its domain.
@@ -258,15 +266,7 @@ partition_keys(PyObject *self, PyObject *args)
             tallies[(slot << 2) | (i & 3)]++;                                   \
         }                                                                       \
     } while (0)
-    if (us == 4 && chunk_bits == FAST_CHUNK_BITS) {
-        COUNT_UNITS(int32_t, FAST_CHUNK_BITS);
-    } else if (us == 4) {
-        COUNT_UNITS(int32_t, chunk_bits);
-    } else if (chunk_bits == FAST_CHUNK_BITS) {
-        COUNT_UNITS(int64_t, FAST_CHUNK_BITS);
-    } else {
-        COUNT_UNITS(int64_t, chunk_bits);
-    }
+    BY_ID_TYPE_AND_SHIFT(COUNT_UNITS);
 #undef COUNT_UNITS
     for (Py_ssize_t k = 1; k <= chunks + 1; k++) {
         const int64_t *tally = tallies + (k << 2);
@@ -316,15 +316,7 @@ partition_keys(PyObject *self, PyObject *args)
             keys[counts[chunk]++] = (low << (32 - (shift))) | (uint32_t)cells[r];   \
         }                                                                           \
     } while (0)
-            if (us == 4 && chunk_bits == FAST_CHUNK_BITS) {
-                SCATTER(int32_t, FAST_CHUNK_BITS);
-            } else if (us == 4) {
-                SCATTER(int32_t, chunk_bits);
-            } else if (chunk_bits == FAST_CHUNK_BITS) {
-                SCATTER(int64_t, FAST_CHUNK_BITS);
-            } else {
-                SCATTER(int64_t, chunk_bits);
-            }
+            BY_ID_TYPE_AND_SHIFT(SCATTER);
 #undef SCATTER
         }
     }

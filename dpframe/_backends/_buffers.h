@@ -7,6 +7,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* The struct-module type character of a buffer of one native scalar type; 0 otherwise
@@ -68,5 +69,14 @@ take_buffer(PyObject *obj, Py_buffer *views, int *held, int writable, Py_ssize_t
     }
     return view;
 }
+
+/* One code column of a table's cells (both kernels): codes of `itemsize` bytes, each
+ * the position of a row's key in the column's domain, or negative (missing). */
+typedef struct {
+    const char *data;
+    Py_ssize_t itemsize;
+    int64_t size;   /* the column's domain size: codes lie in [-1, size) */
+    int64_t stride; /* what one step of this column's code adds to a cell number */
+} code_column;
 
 #endif

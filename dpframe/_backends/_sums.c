@@ -50,12 +50,6 @@ typedef struct {
     int flags;
 } grid_spec;
 
-typedef struct {
-    const char *data;
-    Py_ssize_t itemsize;
-    Py_ssize_t size; /* the column's domain size: codes lie in [-1, size) */
-    Py_ssize_t stride; /* what one step of this column's code adds to a cell number */
-} code_column;
 
 /* Cell numbers of rows [start, start + n) into keys; -1 if a code is out of range. */
 static int

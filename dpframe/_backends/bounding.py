@@ -391,7 +391,7 @@ def units_to_check(
     eligible = _eligible(unit_codes, cell_codes)
     per_unit = _rows_per_unit(unit_codes, eligible, max(unit_count, 0))
     cell_count = 1 if cell_codes is None or n == 0 else int(cell_codes.max()) + 1
-    return np.asarray(per_unit > _row_limit(bounds, cell_count))
+    return np.asarray(per_unit > bounds.rows_always_kept(cell_count))
 
 
 def keeps_every_row(
@@ -460,7 +460,7 @@ def keeps_every_row(
     if int(unit_codes.min()) < 0:
         return False
     unit_count = int(unit_codes.max()) + 1
-    limit = _row_limit(bounds, cell_count)
+    limit = bounds.rows_always_kept(cell_count)
     if n > limit * unit_count or unit_count > _DENSE_FACTOR * n + 1024:
         return False
     return int(_rows_per_unit(unit_codes, None, unit_count).max()) <= limit
@@ -662,7 +662,7 @@ def bounded_count_table(
     same pass while its keys are in cache: Floyd's algorithm picks the
     smaller of the kept and the dropped cells, with Lemire's exact uniform integers, from
     words the kernel asks ``source`` for, ``2**16`` at a time, only once a unit must
-    choose. Memory: 4 bytes per row, and a byte per cell of the largest unit. Larger
+    choose. Memory: 4 bytes per row, and 5 per row of the largest unit that chooses. Larger
     tables (or sparse unit codes) build the mask (:func:`contribution_mask`) and count
     the kept rows. Running time and the number of words drawn depend on the structure of
     the data (how many units exceed ``max_groups``) and on the draws, never on values.
@@ -842,7 +842,7 @@ def _mask(
         return mask
     units, unit_count = _dense_units(units, eligible)
     cell_count = 1 if cells is None else int(cells.max()) + 1
-    limit = _row_limit(bounds, cell_count)
+    limit = bounds.rows_always_kept(cell_count)
     groups_may_bind = cell_count > bounds.max_groups
     rows: NDArray[np.intp] | None
     if n < _SKIP_COUNT_FACTOR * limit * unit_count:
@@ -886,10 +886,6 @@ def _rows_per_unit(
             block = block[eligible[start : start + _COUNT_BLOCK]]
         counts += np.bincount(block, minlength=unit_count)
     return counts
-
-
-def _row_limit(bounds: ContributionBounds, cell_count: int) -> int:
-    return bounds.rows_always_kept(cell_count)
 
 
 _EMPTY = np.zeros(0, dtype=np.intp)

@@ -569,56 +569,38 @@ def _moves_rows(expr: Any) -> bool:
     return any(name.startswith("Repartition") or "Shuffle" in name for name in classes)
 
 
-def _label_layouts(tree: dict[str, _Node], derived: set[str]) -> dict[str, str]:
-    """For each expression derived from the budgeted data, the last expression on its
-    label-keeping path that moved rows (:func:`_moves_rows`), or its label origin: two
-    inputs of one origin and one layout are in the same partitions, row for row; of two
-    layouts, Dask realigns them by label across partitions."""
-    layouts: dict[str, str] = {}
+def _label_roots(
+    tree: dict[str, _Node], derived: set[str], *, stop_at_moves: bool
+) -> dict[str, str]:
+    """For each expression derived from the budgeted data, where its rows' index labels
+    come from: itself, unless it keeps its first derived input's labels
+    (:func:`_keeps_labels`; an ``optimize()`` block has its output's), followed down to
+    the first expression that does not: the label *origin*. Two inputs of one origin
+    carry the same rows' labels; of two origins, a row can meet another row's values.
+
+    With ``stop_at_moves``, the walk also stops at an expression that moves rows to other
+    partitions (:func:`_moves_rows`): the *layout*. Two inputs of one origin and two
+    layouts are paired by Dask by label, across partitions.
+    """
+    roots: dict[str, str] = {}
     for start in derived:
         path: list[str] = []
         name = start
-        while name not in layouts:
+        while name not in roots:
             node = tree[name]
             first = next((dep for dep in node.dependencies if dep in derived), None)
             if node.fused_root is not None and node.fused_root in tree:
                 first = node.fused_root
-            elif not node.keeps_labels or node.moves_rows:
+            elif not node.keeps_labels or (stop_at_moves and node.moves_rows):
                 first = None
             if first is None:
-                layouts[name] = name
+                roots[name] = name
                 break
             path.append(name)
             name = first
         for walked in path:
-            layouts[walked] = layouts[name]
-    return layouts
-
-
-def _label_origins(tree: dict[str, _Node], derived: set[str]) -> dict[str, str]:
-    """For each expression derived from the budgeted data, the expression whose index
-    labels its rows carry: itself, unless it keeps its first derived input's labels
-    (:func:`_keeps_labels`). Two inputs of one origin align row to row; of two origins,
-    a row can meet another row's values."""
-    origins: dict[str, str] = {}
-    for start in derived:
-        path: list[str] = []
-        name = start
-        while name not in origins:
-            node = tree[name]
-            first = next((dep for dep in node.dependencies if dep in derived), None)
-            if node.fused_root is not None and node.fused_root in tree:
-                first = node.fused_root  # an optimize() block has its output's labels
-            elif not node.keeps_labels:
-                first = None
-            if first is None:
-                origins[name] = name
-                break
-            path.append(name)
-            name = first
-        for walked in path:
-            origins[walked] = origins[name]
-    return origins
+            roots[walked] = roots[name]
+    return roots
 
 
 def _has_rows(expr: Any) -> bool:
@@ -838,11 +820,11 @@ def _repeated_rows(
     (``"unit merge"``): one not on equal values of all the unit's columns. This is the
     rule of ``df.dp.merge`` on pandas frames (:func:`dpframe._accessor._check_unit_self_merge`).
     Columns put side by side from inputs whose index labels come from different
-    expressions (:func:`_label_origins`) are refused with or without a unit
+    expressions (:func:`_label_roots`) are refused with or without a unit
     (``"misaligned"``): a row can carry another unit's value.
     """
-    origins = _label_origins(tree, derived)
-    layouts = _label_layouts(tree, derived)
+    origins = _label_roots(tree, derived, stop_at_moves=False)
+    layouts = _label_roots(tree, derived, stop_at_moves=True)
     misaligned = realigned = False  # refused last: the others name their cause more exactly
     for name, node in tree.items():
         budgeted_inputs = sum(dependency in derived for dependency in node.dependencies)
