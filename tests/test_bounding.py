@@ -773,6 +773,33 @@ def test_the_counts_refuse_words_that_are_not_uniform_uint64(
         _unit_over_max_groups(_Failing(words))
 
 
+@pytest.mark.parametrize("max_groups", [10, 2_000, 4_990])
+def test_a_unit_with_thousands_of_cells_keeps_max_groups_of_them(max_groups: int) -> None:
+    # The kernel records a slot per cell of the unit it reads, in room grown from 1024
+    # slots: a unit of 5000 cells (1 to 3 rows each) grows it three times, among units of
+    # a few cells. It keeps max_groups cells (picked, or the rest of those dropped), each
+    # with min(rows, max_rows), and the others keep all of theirs.
+    rng = np.random.default_rng()
+    big_rows = rng.integers(1, 4, 5_000)
+    big_cells = np.repeat(np.arange(5_000), big_rows)
+    small_units = rng.integers(1, 300, 3_000)
+    small_cells = rng.integers(1, 6, 3_000) * 10_000 + small_units  # cells of their own
+    units = np.concatenate([np.zeros(len(big_cells), np.int64), small_units])
+    cells = np.concatenate([big_cells, small_cells])
+    order = rng.permutation(len(units))
+    table = bounded_count_table(
+        units[order], [cells[order]], [60_000], max_rows=2, max_groups=max_groups,
+        source=bit_source(None),
+    )  # fmt: skip
+    big = table[:5_000]
+    kept = np.flatnonzero(big)
+    assert len(kept) == max_groups
+    assert big[kept].tolist() == np.minimum(big_rows[kept], 2).tolist()
+    small = np.bincount(small_cells, minlength=60_000)
+    small = np.minimum(small, 2)  # each small unit's cell is its own: min(m, max_rows)
+    assert table[5_000:].tolist() == small[5_000:].tolist()
+
+
 def test_a_unit_chooses_from_the_keys_the_pass_read() -> None:
     # Found by the kernel review: draw() runs Python code in the middle of the pass; when
     # it changed the keys of the unit choosing, the walk that adds the kept cells read

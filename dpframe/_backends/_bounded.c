@@ -15,21 +15,22 @@
  *                       (branch-free, vectorized) and scattering the keys;
  *   (numpy sorts each chunk)
  *   add_bounded_counts  one flat pass over each chunk's sorted keys: a row adds 1 to its
- *                       cell when it is among its unit's first max_rows rows there; the
- *                       row that takes its unit past max_groups cells is not added, the
- *                       unit's earlier rows are taken back, and the unit, while its keys
- *                       are in cache, keeps a uniformly random max_groups of its cells
- *                       (Floyd's algorithm on Lemire's exact uniform integers, from
- *                       words the caller's cryptographic source gives when asked), each
- *                       adding min(m, max_rows).
+ *                       cell when it is among its unit's first max_rows rows there and
+ *                       the cell among the unit's first max_groups, and records its
+ *                       cell's first row and number in a slot per cell of the unit; a
+ *                       unit found over max_groups then keeps a uniformly random
+ *                       max_groups of its cells (Floyd's algorithm on Lemire's exact
+ *                       uniform integers, from words the caller's cryptographic source
+ *                       gives when asked), and only the cells whose fate differs from
+ *                       what the pass added are changed, from the slots.
  *
  * Words are asked for only when a unit must choose, a batch at a time, with the GIL
  * taken back for the call. Rows with an id below first_unit, a negative cell code, or
  * outside the mask, are in no cell and are not written. Every index is checked where
  * it is used, against private copies of the limits (the caller's arrays
- * may share memory or change while the GIL is released): a unit beyond the chunks, a
- * cell beyond the table, a unit's cells not matching its keys when read again are
- * errors, never reads or writes out of bounds.
+ * may share memory or change while the GIL is released): a unit beyond the chunks or a
+ * cell beyond the table is an error, never a read or write out of bounds, and a
+ * unit's choice reads only the slots the pass wrote, never the keys again.
  * The GIL is released while rows are read, so Dask's threads run in parallel.
  */
 #define PY_SSIZE_T_CLEAN
@@ -424,81 +425,167 @@ uniform_below(word_stream *w, PyThreadState **save, uint64_t bound, uint64_t *ou
 #define NOINLINE
 #endif
 
-/* Scratch of choose_cells, grown as needed: a mark per cell of the unit choosing (all 0
- * between units) and a copy of its keys. */
+/* OPAQUE(x): the compiler no longer knows what x holds (here, that it is 0 or 1), so it
+ * keeps a mask computed from it instead of turning it into a branch. */
+#if defined(__GNUC__)
+#define OPAQUE(x) __asm__("" : "+r"(x))
+#else
+#define OPAQUE(x) ((void)0)
+#endif
+
+/* What the pass records of the unit it is reading: slot p, for the unit's p-th cell
+ * (from 0, in key order), holds the cell's first row << CELL_SHIFT | the cell, written
+ * by each of its rows (one store, no branch). The choice's marks (all 0 between units)
+ * and picks have a slot per cell too. Grown (doubled) when a unit has more cells than
+ * room. */
+#define CELL_SHIFT 24 /* MAX_CELL_BITS: rows below 2**40 */
 typedef struct {
+    uint64_t *starts;
     uint8_t *chosen;
-    uint32_t *keys;
-    Py_ssize_t room;
+    uint32_t *picks;
+    int64_t room;
 } unit_scratch;
 
-/* The unit whose keys are keys[first:stop] has k = `groups` cells, more than
- * max_groups. The flat pass added 1 for each of its first max_rows rows in each of its
- * first max_groups cells; this keeps instead a uniformly random max_groups of its
- * cells: Floyd's algorithm picks the smaller of the kept and the dropped sets (the
- * kept one when k > 2 * max_groups, as bounding._drop_flags does), marking picks in
- * scratch->chosen; one walk over a copy of the unit's keys then adds, to each row's
- * cell, whether the row is kept less whether the pass added it. Returns 0, or 2 (a cell beyond the table, or keys
- * that changed under us), 4 (the source's exception is set), 5 (no memory). Called
- * without the GIL (which *save holds). */
-static NOINLINE int
-choose_cells(const uint32_t *keys, Py_ssize_t first, Py_ssize_t stop, int cell_bits,
-             int64_t cells, int64_t max_rows, int64_t max_groups, int64_t groups,
-             uint64_t *table, unit_scratch *scratch, word_stream *stream, PyThreadState **save)
+static void
+free_scratch(unit_scratch *s)
 {
-    const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
-    const Py_ssize_t rows = stop - first;
-    if (groups > ((int64_t)1 << 32) || groups > rows) { /* Lemire's bound: 2**32 at most */
+    free(s->starts);
+    free(s->chosen);
+    free(s->picks);
+    s->starts = NULL;
+    s->chosen = NULL;
+    s->picks = NULL;
+    s->room = 0;
+}
+
+/* Room for at least `needed` cells, keeping what the slots hold: 0, or -1 (no memory,
+ * and the scratch is freed). */
+static int
+grow_scratch(unit_scratch *s, int64_t needed)
+{
+    int64_t room = s->room > 0 ? s->room : 1024;
+    while (room < needed) {
+        room *= 2;
+    }
+    if ((uint64_t)room > SIZE_MAX / sizeof(uint64_t)) {
+        free_scratch(s);
+        return -1;
+    }
+    uint64_t *starts = realloc(s->starts, (size_t)room * sizeof(uint64_t));
+    if (starts != NULL) {
+        s->starts = starts;
+    }
+    uint8_t *chosen = realloc(s->chosen, (size_t)room);
+    if (chosen != NULL) {
+        s->chosen = chosen;
+        memset(chosen + s->room, 0, (size_t)(room - s->room)); /* new marks: 0 */
+    }
+    uint32_t *picks = realloc(s->picks, (size_t)room * sizeof(uint32_t));
+    if (picks != NULL) {
+        s->picks = picks;
+    }
+    if (starts == NULL || chosen == NULL || picks == NULL) {
+        free_scratch(s);
+        return -1;
+    }
+    s->room = room;
+    return 0;
+}
+
+/* The rows the pass counts in the unit's p-th cell if it adds it: min(its rows,
+ * max_rows), its rows running to the next cell's first row, or to `stop`. */
+static inline uint64_t
+counted_in(const uint64_t *starts, int64_t p, int64_t groups, int64_t stop, int64_t max_rows)
+{
+    const int64_t next = p + 1 < groups ? (int64_t)(starts[p + 1] >> CELL_SHIFT) : stop;
+    const int64_t rows = next - (int64_t)(starts[p] >> CELL_SHIFT);
+    return (uint64_t)(rows < max_rows ? rows : max_rows);
+}
+
+#define CELL_OF(slot) ((slot) & (((uint64_t)1 << CELL_SHIFT) - 1))
+
+/* The unit just read, whose rows end before `stop`, has k = `groups` cells, more than
+ * max_groups, recorded in the scratch; the pass added the rows of its first max_groups.
+ * This keeps instead a uniformly random max_groups of its cells: Floyd's algorithm
+ * picks the smaller of the kept and the dropped sets (the kept one when k > 2 *
+ * max_groups, as bounding._drop_flags does), and only the cells whose fate differs
+ * from the pass's are changed: at most 2 * min(max_groups, k - max_groups) additions,
+ * whatever the unit's rows. Everything comes from the slots the pass wrote, nothing
+ * from the keys (draw() runs Python code, which could change them). Returns 0, 2 (more
+ * than 2**32 cells) or 4 (the source's exception is set). Called without the GIL
+ * (which *save holds). */
+static NOINLINE int
+choose_cells(unit_scratch *scratch, int64_t stop, int64_t max_rows, int64_t max_groups,
+             int64_t groups, uint64_t *table, word_stream *stream, PyThreadState **save)
+{
+    if (groups > ((int64_t)1 << 32)) { /* Lemire's bound: 2**32 at most */
         return 2;
     }
-    if (rows > scratch->room) { /* room for a mark per cell and a copy of each key */
-        scratch->room = rows > 2 * scratch->room ? rows : 2 * scratch->room;
-        free(scratch->chosen);
-        free(scratch->keys);
-        scratch->chosen = calloc((size_t)scratch->room, 1);
-        scratch->keys = malloc((size_t)scratch->room * sizeof(uint32_t));
-        if (scratch->chosen == NULL || scratch->keys == NULL) {
-            return 5;
-        }
-    }
+    const uint64_t *starts = scratch->starts;
     uint8_t *chosen = scratch->chosen;
-    /* The unit's keys as the pass read them, before draw() runs Python code that could
-     * change the caller's arrays. */
-    uint32_t *unit_keys = scratch->keys;
-    memcpy(unit_keys, keys + first, (size_t)rows * sizeof(uint32_t));
+    uint32_t *picks = scratch->picks;
     const int64_t keep_picked = groups > 2 * max_groups;
-    const int64_t picks = keep_picked ? max_groups : groups - max_groups;
-    for (int64_t j = groups - picks; j < groups; j++) {
-        uint64_t t;
-        if (uniform_below(stream, save, (uint64_t)j + 1, &t) < 0) {
-            memset(chosen, 0, (size_t)groups);
-            return 4;
-        }
-        /* t, or j when t is already picked; a mask, not a branch: either is as likely */
-        chosen[(int64_t)t + ((j - (int64_t)t) & -(int64_t)(chosen[t] != 0))] = 1;
-    }
-    /* The p-th cell of the unit (from 0) is kept when its mark says so; the pass added
-     * a row when p < max_groups. p is checked against the unit's cells before it is
-     * used, and the walk must find as many cells as the pass did. */
+    const int64_t wanted = keep_picked ? max_groups : groups - max_groups;
+    int64_t m = 0;
     int result = 0;
-    int64_t p = -1, rank = 0;
-    uint32_t before = unit_keys[0] ^ 0x80000000u;
-    for (Py_ssize_t j = 0; j < rows; j++) {
-        const uint32_t again = unit_keys[j];
-        const int64_t new_cell = again != before;
-        p += new_cell;
-        rank = (rank + 1) & (new_cell - 1);
-        before = again;
-        if ((uint64_t)p >= (uint64_t)groups || (again & cell_mask) >= cells) {
-            result = 2;
-            break;
+    /* The stream's place in locals: the marks' byte stores could alias its fields. */
+    const uint32_t *halves = stream->halves;
+    Py_ssize_t used = stream->used, count = stream->count;
+    for (int64_t j = groups - wanted; j < groups; j++) {
+        const uint64_t bound = (uint64_t)j + 1;
+        uint64_t t;
+        /* Lemire's method inline: a half whose low product is at least the bound is
+         * accepted whatever the threshold (below the bound); the rest, and the end of a
+         * batch, take uniform_below (the same test, done exactly, and refills). */
+        const uint64_t product = used < count ? (uint64_t)halves[used] * bound : 0;
+        if (used < count && (uint32_t)product >= bound) {
+            used++;
+            t = product >> 32;
+        } else {
+            stream->used = used;
+            if (uniform_below(stream, save, bound, &t) < 0) {
+                result = 4;
+                break;
+            }
+            halves = stream->halves;
+            used = stream->used, count = stream->count;
         }
-        const int64_t counted = rank < max_rows;
-        const int64_t change = ((chosen[p] == keep_picked) - (p < max_groups)) * counted;
-        table[again & cell_mask] += (uint64_t)change; /* -1, 0 or 1, wrapping: no UB */
+        /* t, or j when t is already picked: a mask, not a branch (either is as likely),
+         * and opaque to the compiler, which would make it one. */
+        int64_t taken = chosen[t];
+        OPAQUE(taken);
+        const int64_t p = (int64_t)t + ((j - (int64_t)t) & -taken);
+        chosen[p] = 1;
+        picks[m++] = (uint32_t)p;
     }
-    memset(chosen, 0, (size_t)groups);
-    return result == 0 && p != groups - 1 ? 2 : result;
+    stream->used = used;
+    /* The pass added the cells below max_groups. Masks, not branches: which cells
+     * change is random. */
+    if (result == 0 && keep_picked) { /* kept: the picks */
+        for (int64_t q = 0; q < m; q++) {
+            const int64_t p = picks[q];
+            table[CELL_OF(starts[p])] += counted_in(starts, p, groups, stop, max_rows) &
+                                         -(uint64_t)(p >= max_groups);
+        }
+        for (int64_t p = 0; p < max_groups; p++) {
+            table[CELL_OF(starts[p])] -= counted_in(starts, p, groups, stop, max_rows) &
+                                         -(uint64_t)(chosen[p] == 0);
+        }
+    } else if (result == 0) { /* dropped: the picks */
+        for (int64_t q = 0; q < m; q++) {
+            const int64_t p = picks[q];
+            table[CELL_OF(starts[p])] -= counted_in(starts, p, groups, stop, max_rows) &
+                                         -(uint64_t)(p < max_groups);
+        }
+        for (int64_t p = max_groups; p < groups; p++) {
+            table[CELL_OF(starts[p])] += counted_in(starts, p, groups, stop, max_rows) &
+                                         -(uint64_t)(chosen[p] == 0);
+        }
+    }
+    for (int64_t q = 0; q < m; q++) {
+        chosen[picks[q]] = 0;
+    }
+    return result;
 }
 
 /* add_bounded_counts(keys, offsets, ends, cell_bits, max_rows, max_groups, table, draw,
@@ -533,7 +620,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
     memset(&stream, 0, sizeof stream);
     stream.draw = draw;
     stream.batch = batch;
-    unit_scratch scratch = {NULL, NULL, 0};
+    unit_scratch scratch = {NULL, NULL, NULL, 0};
     Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 0, 4, "IL", "keys", "uint32");
     if (keys_view == NULL) goto done;
     Py_buffer *offsets_view =
@@ -557,15 +644,26 @@ add_bounded_counts(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "one end per chunk");
         goto done;
     }
+    if ((uint64_t)n >> (64 - CELL_SHIFT)) { /* a slot holds a row below 2**40 */
+        PyErr_SetString(PyExc_ValueError, "at most 2**40 keys");
+        goto done;
+    }
     const uint32_t cell_mask = ((uint32_t)1 << cell_bits) - 1;
     Py_ssize_t choosing = 0; /* units that chose their cells */
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
+    if (grow_scratch(&scratch, 1024) < 0) {
+        bad = 5;
+    }
+    /* Local copies: stores to the table (int64) could otherwise alias the room. */
+    uint64_t *slots = scratch.starts;
+    int64_t room = scratch.room;
     /* One flat pass over each chunk's sorted keys (no inner loop per unit, whose exits
      * the CPU would mispredict once a unit): a row's rank in its cell counts the equal
      * keys before it, and it adds 1 when its rank is below max_rows and its cell is
-     * among the unit's first max_groups. A unit found over max_groups then chooses
-     * which cells it keeps, where its keys end, while they are in cache (choose_cells). */
+     * among the unit's first max_groups. Each row also records, in its cell's slot of
+     * the scratch, the cell and the rows counted there so far; a unit found over
+     * max_groups then chooses which cells it keeps from the slots (choose_cells). */
     for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
         /* Read once and checked where used: the arrays may change under us. */
         const Py_ssize_t end = ends[k];
@@ -577,25 +675,23 @@ add_bounded_counts(PyObject *self, PyObject *args)
         if (i == end) {
             continue;
         }
-        Py_ssize_t first = i;
         uint32_t previous = keys[i] ^ 0x80000000u; /* another unit: bit 31 is a unit bit */
         int64_t groups = 0, rank = 0;
         for (; i < end; i++) {
             /* Masks, not branches: a new unit comes every few rows, unpredictably. */
             const uint32_t key = keys[i];
-            const int64_t same_unit = ((key ^ previous) >> cell_bits) == 0; /* 0 or 1 */
+            const int64_t same_unit = (key ^ previous) <= cell_mask; /* 0 or 1 */
             /* One flag, not two tests: a test of same_unit alone would be mispredicted. */
             const int ended_over = (groups > max_groups) & (int)(same_unit ^ 1);
             if (ended_over) { /* the unit before ended over max_groups: rare */
-                bad = choose_cells(keys, first, i, cell_bits, cells, max_rows, max_groups,
-                                   groups, table, &scratch, &stream, &_save);
+                bad = choose_cells(&scratch, i, max_rows, max_groups, groups, table, &stream,
+                                   &_save);
                 if (bad) {
                     break;
                 }
                 choosing++;
             }
             const int64_t new_cell = key != previous;
-            first ^= (first ^ i) & (same_unit - 1);    /* i at a new unit */
             groups = (groups & -same_unit) + new_cell; /* 1 at a new unit */
             rank = (rank + 1) & (new_cell - 1);        /* 0 at a new cell */
             previous = key;
@@ -605,10 +701,19 @@ add_bounded_counts(PyObject *self, PyObject *args)
                 break;
             }
             table[cell] += (rank < max_rows) & (groups <= max_groups);
+            if (groups > room) { /* rare: a unit with more cells than any before */
+                if (grow_scratch(&scratch, groups) < 0) {
+                    bad = 5;
+                    break;
+                }
+                slots = scratch.starts;
+                room = scratch.room;
+            }
+            slots[groups - 1] = (uint64_t)(i - rank) << CELL_SHIFT | cell;
         }
         if (!bad && groups > max_groups) { /* the chunk's last unit */
-            bad = choose_cells(keys, first, end, cell_bits, cells, max_rows, max_groups,
-                               groups, table, &scratch, &stream, &_save);
+            bad = choose_cells(&scratch, end, max_rows, max_groups, groups, table, &stream,
+                               &_save);
             choosing += !bad;
         }
     }
@@ -625,8 +730,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
         result = PyLong_FromSsize_t(choosing);
     }
 done:
-    free(scratch.chosen);
-    free(scratch.keys);
+    free_scratch(&scratch);
     if (stream.held) {
         PyBuffer_Release(&stream.view);
     }

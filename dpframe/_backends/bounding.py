@@ -657,15 +657,18 @@ def bounded_count_table(
     cell numbers and scattering the keys; ids are read as ``id - first_unit``, so dense
     integer ids need no array of codes); numpy sorts each chunk (32-bit keys sort about
     twice as fast as 64-bit ones), and one flat compiled pass over the sorted keys adds
-    each unit's bounded rows; a unit found in more than ``max_groups`` cells has the rows
-    it added taken back, and keeps a uniformly random subset of its cells, chosen in the
-    same pass while its keys are in cache: Floyd's algorithm picks the
-    smaller of the kept and the dropped cells, with Lemire's exact uniform integers, from
-    words the kernel asks ``source`` for, ``2**16`` at a time, only once a unit must
-    choose. Memory: 4 bytes per row, and 5 per row of the largest unit that chooses. Larger
-    tables (or sparse unit codes) build the mask (:func:`contribution_mask`) and count
-    the kept rows. Running time and the number of words drawn depend on the structure of
-    the data (how many units exceed ``max_groups``) and on the draws, never on values.
+    each unit's bounded rows (the first ``max_groups`` cells of each unit) and writes,
+    for each cell of the unit it reads, the cell and its first row in a slot; a unit
+    found in more than ``max_groups`` cells then keeps a uniformly random subset of its
+    cells instead, from its slots: Floyd's algorithm picks the smaller of the kept and
+    the dropped cells, with Lemire's exact uniform integers, from words the kernel asks
+    ``source`` for, ``2**16`` at a time, only once a unit must choose, and only the
+    cells whose fate differs from what the pass added are changed (at most ``2 *
+    max_groups`` additions, whatever the unit's rows). Memory: 4 bytes per row, and 13
+    per cell of the unit with the most cells. Larger tables (or sparse unit codes) build
+    the mask (:func:`contribution_mask`) and count the kept rows. Running time and the
+    number of words drawn depend on the structure of the data (how many units exceed
+    ``max_groups``) and on the draws, never on values.
 
     Examples
     --------
