@@ -220,6 +220,44 @@ def test_keeps_every_row_check_rejects_ignoring_max_groups() -> None:
     assert keeps_every_row(np.zeros(0, dtype=np.int64), cell_count=1, max_rows=1, max_groups=1)
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("first", [0, -7, 1_000])
+def test_keeps_every_row_reads_ids_from_first_unit(dtype: type, first: int) -> None:
+    # Whether every unit has at most min(max_rows, max_groups) rows (as the cells are
+    # more than max_groups), from ids read as id - first_unit: a byte per unit below a
+    # limit of 255, four bytes from there, numpy for other dtypes. Against np.bincount.
+    rng = np.random.default_rng()
+    for limit in (1, 3, 254, 255, 300):
+        for _ in range(20):
+            n = int(rng.integers(1, 2_000))
+            codes = rng.integers(0, int(rng.integers(1, 2 * n + 2)), n)
+            if rng.random() < 0.5:  # some unit just past the limit, or just within it
+                codes[: limit + int(rng.integers(0, 2))] = 0
+            ids = (codes + first).astype(dtype)
+            expected = bool(np.bincount(codes).max() <= limit)
+            got = keeps_every_row(
+                ids, cell_count=10_000, max_rows=limit, max_groups=limit, first_unit=first
+            )
+            assert got is expected
+    # A unit of 256 + 10 rows wraps a byte counter back to 10: it is over 10 all the same.
+    ids = np.concatenate([np.zeros(266), np.arange(1, 300)]).astype(np.int32)
+    assert not keeps_every_row(ids, cell_count=10_000, max_rows=10, max_groups=10)
+    # An id below first_unit is a row without a unit: not every row is kept.
+    ids = np.array([first - 1, first, first + 1]).astype(np.int64)
+    assert not keeps_every_row(ids, cell_count=9, max_rows=5, max_groups=5, first_unit=first)
+
+
+def test_units_within_refuses_an_id_beyond_the_units() -> None:
+    # Called directly (keeps_every_row checks the smallest id first): an id below
+    # first_unit is a row without a unit, never counted as within.
+    assert not _bounded.units_within(np.array([-1, 0], np.int64), 0, 1, 5)
+    assert _bounded.units_within(np.array([0, 0], np.int32), 0, 1, 2)
+    with pytest.raises(ValueError, match="beyond the units"):
+        _bounded.units_within(np.array([0, 1, 5], np.int64), 0, 3, 2)
+    with pytest.raises(ValueError, match="limit"):
+        _bounded.units_within(np.array([0], np.int64), 0, 1, 2**32)
+
+
 # ---------------------------------------------------------------- uniformity
 
 N_UNITS = 100_000

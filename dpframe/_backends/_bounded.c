@@ -504,16 +504,59 @@ counted_in(const uint64_t *starts, int64_t p, int64_t groups, int64_t stop, int6
 
 #define CELL_OF(slot) ((slot) & (((uint64_t)1 << CELL_SHIFT) - 1))
 
+/* The stream's place, in the caller's locals (stores to the marks, bytes, could alias
+ * the stream's fields): a uniform integer below bound, by Lemire's method inline. A
+ * half whose low product is at least the bound is accepted whatever the threshold
+ * (below the bound); the rest, and the end of a batch, take uniform_below (the same
+ * test, done exactly, and refills). 0, or -1 with the source's exception set. */
+typedef struct {
+    const uint32_t *halves;
+    Py_ssize_t used, count;
+} stream_place;
+
+static inline int
+draw_below(word_stream *stream, PyThreadState **save, stream_place *at, uint64_t bound,
+           uint64_t *t)
+{
+    const uint64_t product = at->used < at->count ? (uint64_t)at->halves[at->used] * bound : 0;
+    if (at->used < at->count && (uint32_t)product >= bound) {
+        at->used++;
+        *t = product >> 32;
+        return 0;
+    }
+    stream->used = at->used;
+    const int drawn = uniform_below(stream, save, bound, t);
+    at->halves = stream->halves;
+    at->used = stream->used, at->count = stream->count;
+    return drawn;
+}
+
+#if defined(__GNUC__)
+#define LOWEST_BIT(x) __builtin_ctzll(x)
+#else
+static inline int
+LOWEST_BIT(uint64_t x)
+{
+    int p = 0;
+    while (!(x & 1)) {
+        x >>= 1;
+        p++;
+    }
+    return p;
+}
+#endif
+
 /* The unit just read, whose rows end before `stop`, has k = `groups` cells, more than
  * max_groups, recorded in the scratch; the pass added the rows of its first max_groups.
  * This keeps instead a uniformly random max_groups of its cells: Floyd's algorithm
  * picks the smaller of the kept and the dropped sets (the kept one when k > 2 *
  * max_groups, as bounding._drop_flags does), and only the cells whose fate differs
  * from the pass's are changed: at most 2 * min(max_groups, k - max_groups) additions,
- * whatever the unit's rows. Everything comes from the slots the pass wrote, nothing
- * from the keys (draw() runs Python code, which could change them). Returns 0, 2 (more
- * than 2**32 cells) or 4 (the source's exception is set). Called without the GIL
- * (which *save holds). */
+ * whatever the unit's rows. Up to 64 cells, the picks are bits of a word (no loop-
+ * carried memory) and the changed cells its set bits; more, marks in the scratch.
+ * Everything comes from the slots the pass wrote, nothing from the keys (draw() runs
+ * Python code, which could change them). Returns 0, 2 (more than 2**32 cells) or 4 (the
+ * source's exception is set). Called without the GIL (which *save holds). */
 static NOINLINE int
 choose_cells(unit_scratch *scratch, int64_t stop, int64_t max_rows, int64_t max_groups,
              int64_t groups, uint64_t *table, word_stream *stream, PyThreadState **save)
@@ -522,33 +565,44 @@ choose_cells(unit_scratch *scratch, int64_t stop, int64_t max_rows, int64_t max_
         return 2;
     }
     const uint64_t *starts = scratch->starts;
-    uint8_t *chosen = scratch->chosen;
-    uint32_t *picks = scratch->picks;
     const int64_t keep_picked = groups > 2 * max_groups;
     const int64_t wanted = keep_picked ? max_groups : groups - max_groups;
-    int64_t m = 0;
+    stream_place at = {stream->halves, stream->used, stream->count};
     int result = 0;
-    /* The stream's place in locals: the marks' byte stores could alias its fields. */
-    const uint32_t *halves = stream->halves;
-    Py_ssize_t used = stream->used, count = stream->count;
-    for (int64_t j = groups - wanted; j < groups; j++) {
-        const uint64_t bound = (uint64_t)j + 1;
-        uint64_t t;
-        /* Lemire's method inline: a half whose low product is at least the bound is
-         * accepted whatever the threshold (below the bound); the rest, and the end of a
-         * batch, take uniform_below (the same test, done exactly, and refills). */
-        const uint64_t product = used < count ? (uint64_t)halves[used] * bound : 0;
-        if (used < count && (uint32_t)product >= bound) {
-            used++;
-            t = product >> 32;
-        } else {
-            stream->used = used;
-            if (uniform_below(stream, save, bound, &t) < 0) {
-                result = 4;
-                break;
+    if (groups <= 64) {
+        uint64_t picked = 0;
+        for (int64_t j = groups - wanted; j < groups; j++) {
+            uint64_t t;
+            if (draw_below(stream, save, &at, (uint64_t)j + 1, &t) < 0) {
+                return 4;
             }
-            halves = stream->halves;
-            used = stream->used, count = stream->count;
+            /* bit t, or bit j when t is already picked (a mask, not a branch) */
+            const uint64_t bit = (uint64_t)1 << t;
+            const uint64_t taken = -((picked >> t) & 1);
+            picked |= bit ^ ((bit ^ ((uint64_t)1 << j)) & taken);
+        }
+        stream->used = at.used;
+        const uint64_t every = groups == 64 ? ~(uint64_t)0 : ((uint64_t)1 << groups) - 1;
+        const uint64_t kept = keep_picked ? picked : every & ~picked;
+        const uint64_t added = ((uint64_t)1 << max_groups) - 1; /* max_groups < 64 */
+        for (uint64_t more = kept & ~added; more; more &= more - 1) {
+            const int64_t p = LOWEST_BIT(more);
+            table[CELL_OF(starts[p])] += counted_in(starts, p, groups, stop, max_rows);
+        }
+        for (uint64_t less = added & ~kept; less; less &= less - 1) {
+            const int64_t p = LOWEST_BIT(less);
+            table[CELL_OF(starts[p])] -= counted_in(starts, p, groups, stop, max_rows);
+        }
+        return 0;
+    }
+    uint8_t *chosen = scratch->chosen;
+    uint32_t *picks = scratch->picks;
+    int64_t m = 0;
+    for (int64_t j = groups - wanted; j < groups; j++) {
+        uint64_t t;
+        if (draw_below(stream, save, &at, (uint64_t)j + 1, &t) < 0) {
+            result = 4;
+            break;
         }
         /* t, or j when t is already picked: a mask, not a branch (either is as likely),
          * and opaque to the compiler, which would make it one. */
@@ -558,7 +612,7 @@ choose_cells(unit_scratch *scratch, int64_t stop, int64_t max_rows, int64_t max_
         chosen[p] = 1;
         picks[m++] = (uint32_t)p;
     }
-    stream->used = used;
+    stream->used = at.used;
     /* The pass added the cells below max_groups. Masks, not branches: which cells
      * change is random. */
     if (result == 0 && keep_picked) { /* kept: the picks */
@@ -740,7 +794,88 @@ done:
     return result;
 }
 
+/* units_within(ids, first_unit, unit_count, limit) -> bool
+ *
+ * Whether every row has a unit (an id from first_unit to first_unit + unit_count - 1)
+ * and no unit has more than `limit` rows (0 <= limit < 2**32). Counters of one byte
+ * when limit < 255 (a table of unit_count bytes stays in cache; a counter that wraps
+ * past 255 has passed the limit already), else of four. An id beyond the units is an
+ * error. */
+static PyObject *
+units_within(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *ids_obj;
+    long long first_unit, unit_count, limit;
+    if (!PyArg_ParseTuple(args, "OLLL:units_within", &ids_obj, &first_unit, &unit_count,
+                          &limit)) {
+        return NULL;
+    }
+    if (unit_count < 0 || limit < 0 || limit >= ((long long)1 << 32)) {
+        PyErr_SetString(PyExc_ValueError, "need unit_count >= 0 and 0 <= limit < 2**32");
+        return NULL;
+    }
+    Py_buffer views[1];
+    int held = 0;
+    PyObject *result = NULL;
+    Py_buffer *ids = take_buffer(ids_obj, views, &held, 0, 0, "ilqn", "ids", "int32 or int64");
+    if (ids == NULL) goto done;
+    const Py_ssize_t n = ids->len / ids->itemsize;
+    const size_t width = limit < 255 ? 1 : 4;
+    void *counters = calloc((size_t)unit_count + 1, width);
+    if (counters == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t units = (uint64_t)unit_count;
+    const uint32_t most = (uint32_t)limit;
+    uint64_t outside = 0, below = 0;
+    uint32_t over = 0;
+    Py_BEGIN_ALLOW_THREADS
+#define COUNT_ROWS(type, counter)                                                   \
+    do {                                                                            \
+        const type *values = (const type *)ids->buf;                                \
+        counter *tally = (counter *)counters;                                       \
+        for (Py_ssize_t i = 0; i < n; i++) { /* every row: no exit that times the data */ \
+            const int64_t id = values[i];                                           \
+            const uint64_t unit = (uint64_t)id - (uint64_t)first_unit;              \
+            below |= id < first_unit;                                               \
+            outside |= (id >= first_unit) & (unit >= units);                        \
+            /* rows without a unit, or beyond, count in the spare last slot */      \
+            const uint64_t slot = unit < units ? unit : units;                      \
+            const counter rows = (counter)(tally[slot] + 1);                        \
+            tally[slot] = rows;                                                     \
+            over |= (uint32_t)(rows > most) & (uint32_t)(slot < units);             \
+        }                                                                           \
+    } while (0)
+    if (ids->itemsize == 4 && width == 1) {
+        COUNT_ROWS(int32_t, uint8_t);
+    } else if (ids->itemsize == 4) {
+        COUNT_ROWS(int32_t, uint32_t);
+    } else if (width == 1) {
+        COUNT_ROWS(int64_t, uint8_t);
+    } else {
+        COUNT_ROWS(int64_t, uint32_t);
+    }
+#undef COUNT_ROWS
+    Py_END_ALLOW_THREADS
+    free(counters);
+    if (outside) {
+        PyErr_SetString(PyExc_ValueError, "an id beyond the units");
+        goto done;
+    }
+    result = PyBool_FromLong(!(over | below));
+done:
+    for (int i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"units_within", units_within, METH_VARARGS,
+     "units_within(ids, first_unit, unit_count, limit)\n--\n\n"
+     "Whether every row has a unit and no unit has more than limit rows."},
     {"partition_keys", partition_keys, METH_VARARGS,
      "partition_keys(units, first_unit, codes, sizes, mask, cell_bits, keys, offsets, ends)\n--\n\n"
      "Write each row's 32-bit (unit, cell) key into its chunk of units."},

@@ -34,3 +34,6 @@ def add_bounded_counts(
     """Add each unit's bounded rows per cell; a unit in more than max_groups cells keeps a
     uniformly random max_groups of them, from words draw(batch) gives. Return the number of
     such units."""
+
+def units_within(ids: NDArray[np.integer], first_unit: int, unit_count: int, limit: int, /) -> bool:
+    """Whether every row has a unit and no unit has more than limit rows."""

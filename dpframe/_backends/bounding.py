@@ -400,6 +400,7 @@ def keeps_every_row(
     cell_count: int,
     max_rows: int,
     max_groups: int,
+    first_unit: int = 0,
 ) -> bool:
     """Whether :func:`contribution_mask` keeps every row in a cell, told from the units alone.
 
@@ -411,12 +412,15 @@ def keeps_every_row(
     Parameters
     ----------
     units : numpy.ndarray of int
-        The unit code of each row (negative: no unit).
+        The unit of each row as an integer id: its unit code is ``id - first_unit``
+        (below ``first_unit``: no unit).
     cell_count : int
         An upper bound on the cell numbers plus one (the product of the domain sizes;
         1 for an ungrouped release): declared, not read from the data.
     max_rows, max_groups : int
         The bounds (see :class:`ContributionBounds`).
+    first_unit : int, default 0
+        The id of unit code 0 (see ``units``).
 
     Returns
     -------
@@ -437,9 +441,11 @@ def keeps_every_row(
     Removing nothing and drawing nothing, this is exact: a unit with at most
     ``min(max_rows, max_groups)`` rows (at most ``max_rows`` when ``cell_count`` is at
     most ``max_groups``) keeps all its rows in :func:`contribution_mask`. It counts the
-    rows of each unit (one ``np.bincount``), unless the units average more rows than
-    that limit (then some unit exceeds it, and the answer is False at once) or the codes
-    are sparse (False: the mask makes them dense). Its running time depends on the
+    rows of each unit, unless the units average more rows than that limit (then some
+    unit exceeds it, and the answer is False at once) or the codes are sparse (False:
+    the mask makes them dense). Compiled code counts int32 and int64 ids with a byte per
+    unit when the limit is below 255 (a table that stays in cache; four bytes up to
+    ``2**32``), reading every row whatever it finds: the running time depends on the
     number of rows and units only.
 
     Examples
@@ -453,17 +459,22 @@ def keeps_every_row(
     False
     """
     bounds = ContributionBounds(max_rows, max_groups)
-    unit_codes = _code_array(units, "units")
-    n = len(unit_codes)
+    ids = _code_array(units, "units")
+    first_unit = operator.index(first_unit)
+    n = len(ids)
     if n == 0:
         return True
-    if int(unit_codes.min()) < 0:
-        return False
-    unit_count = int(unit_codes.max()) + 1
+    lowest, highest = int(ids.min()), int(ids.max())
+    if lowest < first_unit:
+        return False  # a row without a unit
+    unit_count = highest - first_unit + 1
     limit = bounds.rows_always_kept(cell_count)
     if n > limit * unit_count or unit_count > _DENSE_FACTOR * n + 1024:
         return False
-    return int(_rows_per_unit(unit_codes, None, unit_count).max()) <= limit
+    if ids.dtype in (np.int32, np.int64) and limit < 2**32:
+        return bool(_bounded.units_within(np.ascontiguousarray(ids), first_unit, unit_count, limit))
+    codes = _codes_from(ids, first_unit)
+    return int(_rows_per_unit(codes, None, unit_count).max()) <= limit
 
 
 def contribution_mask(
@@ -665,8 +676,9 @@ def bounded_count_table(
     ``source`` for, ``2**16`` at a time, only once a unit must choose, and only the
     cells whose fate differs from what the pass added are changed (at most ``2 *
     max_groups`` additions, whatever the unit's rows). Memory: 4 bytes per row, and 13
-    per cell of the unit with the most cells. Larger tables (or sparse unit codes) build
-    the mask (:func:`contribution_mask`) and count the kept rows. Running time and the
+    per cell of the unit with the most cells (up to twice that: the room doubles).
+    Larger tables (or sparse unit codes) build the mask (:func:`contribution_mask`) and
+    count the kept rows. Running time and the
     number of words drawn depend on the structure of the data (how many units exceed
     ``max_groups``) and on the draws, never on values.
 

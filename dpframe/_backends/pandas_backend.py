@@ -165,7 +165,11 @@ def _keeps_every_row(
     if len(ids.values) > bounds.rows_always_kept(cell_count) * ids.unit_count:
         return False  # some unit has more rows than the bounds always keep: no pass needed
     return all(int(c.min(initial=0)) >= 0 for c in codes) and bounding.keeps_every_row(
-        _codes(ids), cell_count=cell_count, max_rows=bounds.max_rows, max_groups=bounds.max_groups
+        ids.values,
+        cell_count=cell_count,
+        max_rows=bounds.max_rows,
+        max_groups=bounds.max_groups,
+        first_unit=ids.first,
     )
 
 
