@@ -753,6 +753,37 @@ def test_kept_cells_test_rejects_a_fixed_choice() -> None:
     assert _kept_cells_pvalue(_ConstantWords()) < FALSE_ALARM
 
 
+def _wide_unit_marginals_pvalue(source: BitSource, cells: int, max_groups: int) -> float:
+    """Chi-square p-value of how often each of a unit's ``cells`` cells is kept, over
+    units of more than 64 cells (their choice is marked in memory, not in the bits of a
+    word), against max_groups / cells each. Kept cells of one unit are drawn without
+    replacement, so their counts vary less than independent draws: the test is
+    conservative (false alarms at most as often as stated)."""
+    units = 400_000 // cells
+    table = bounded_count_table(
+        np.repeat(np.arange(units), cells), [np.arange(units * cells)], [units * cells],
+        max_rows=1, max_groups=max_groups, source=source,
+    )  # fmt: skip
+    kept = table.reshape(units, cells)
+    assert (kept.sum(axis=1) == max_groups).all()
+    positions = np.nonzero(kept)[1]
+    return chi_square_pvalue(positions, np.arange(cells), np.full(cells, 1 / cells))
+
+
+@pytest.mark.parametrize(("cells", "max_groups"), [(65, 2), (65, 63), (80, 30)])
+def test_units_of_more_than_64_cells_keep_each_cell_equally_often(
+    cells: int, max_groups: int
+) -> None:
+    # 400,000 unit-cell pairs: at least 5,000 units; each cell kept 189 times or more.
+    assert _wide_unit_marginals_pvalue(bit_source(None), cells, max_groups) > FALSE_ALARM
+    assert _wide_unit_marginals_pvalue(_FewWords(1), cells, max_groups) > FALSE_ALARM
+
+
+def test_wide_unit_marginals_test_rejects_a_fixed_choice() -> None:
+    """Validity twin: constant words keep the same cells in every unit."""
+    assert _wide_unit_marginals_pvalue(_ConstantWords(), 65, 2) < FALSE_ALARM
+
+
 class _Failing:
     private = True
 
