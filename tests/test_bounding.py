@@ -662,6 +662,42 @@ def test_bounded_counts_keep_units_of_different_chunks_apart() -> None:
     assert wide[:2].tolist() == [3, 70_000]
 
 
+def test_bounded_counts_count_the_rows_when_the_sampled_room_falls_short() -> None:
+    # The room of each chunk is estimated from every (n // 2**17)-th id: here every
+    # second, and the rows alternate between units of chunk 0 (sampled) and chunk 1
+    # (never sampled), so chunk 1 overflows its room; the rows are then counted first,
+    # and the table is exact all the same.
+    n = 2**18
+    rng = np.random.default_rng()
+    units = np.where(
+        np.arange(n) % 2 == 0, rng.integers(0, 2**16, n), 2**16 + rng.integers(0, 9, n)
+    )
+    cells = rng.integers(0, 40, n)
+    room = bounding._chunk_room(units, 0, 16, 2)
+    assert room is not None
+    assert room[1] < n // 4  # the estimate misses chunk 1
+    table = bounded_count_table(
+        units, [cells], [40], max_rows=n, max_groups=40, source=bit_source(None)
+    )
+    assert table.tolist() == np.bincount(cells, minlength=40).tolist()
+
+
+def test_partition_keys_says_when_a_chunk_overflows_its_room() -> None:
+    units, cells = np.array([0, 0, 1, 2**16]), (np.zeros(4, np.int32),)
+    keys, offsets, ends = np.empty(8, np.uint32), np.empty(3, np.int64), np.empty(2, np.int64)
+    args = (units, 0, cells, (1,), None, 16, keys, offsets, ends)
+    assert _bounded.partition_keys(*args, np.array([3, 1])) is True
+    assert ends.tolist() == [3, 4]
+    assert offsets.tolist() == [0, 3, 4]
+    assert _bounded.partition_keys(*args, np.array([2, 6])) is False  # chunk 0 has 3 rows
+    for room in (np.array([5, 4]), np.array([-1, 4]), np.array([1])):
+        with pytest.raises(ValueError, match="room"):
+            _bounded.partition_keys(*args, room)
+    with pytest.raises(ValueError, match="beyond the chunks"):  # a unit beyond them
+        _bounded.partition_keys(units * 2, 0, cells, (1,), None, 16, keys, offsets, ends,
+                                np.array([4, 4]))  # fmt: skip
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("first", [0, -(2**31) + 10, 7, 2**31 - 200_000])
 def test_bounded_counts_read_ids_from_first_unit(dtype: type, first: int) -> None:

@@ -10,9 +10,10 @@
  *   partition_keys      splits the rows into chunks of 2**(32 - cell_bits) units (a
  *                       row's unit is its id minus first_unit, so dense integer ids
  *                       need no array of codes) and writes each row's key within its
- *                       chunk: a pass counting the rows of each chunk, then one
- *                       computing cell numbers from the code columns a block at a time
- *                       (branch-free, vectorized) and scattering the keys;
+ *                       chunk: a pass counting the rows of each chunk (unless the
+ *                       caller gives each chunk's room: then False if one overflows),
+ *                       then one computing cell numbers from the code columns a block
+ *                       at a time (branch-free, vectorized) and scattering the keys;
  *   (numpy sorts each chunk)
  *   add_bounded_counts  one flat pass over each chunk's sorted keys: a row adds 1 to its
  *                       cell when it is among its unit's first max_rows rows there and
@@ -151,11 +152,12 @@ static PyObject *
 partition_keys(PyObject *self, PyObject *args)
 {
     PyObject *units_obj, *codes, *sizes, *mask_obj, *keys_obj, *offsets_obj, *ends_obj;
+    PyObject *room_obj = Py_None;
     long long first_unit;
     int cell_bits;
-    if (!PyArg_ParseTuple(args, "OLO!O!OiOOO:partition_keys", &units_obj, &first_unit,
+    if (!PyArg_ParseTuple(args, "OLO!O!OiOOO|O:partition_keys", &units_obj, &first_unit,
                           &PyTuple_Type, &codes, &PyTuple_Type, &sizes, &mask_obj, &cell_bits,
-                          &keys_obj, &offsets_obj, &ends_obj)) {
+                          &keys_obj, &offsets_obj, &ends_obj, &room_obj)) {
         return NULL;
     }
     const Py_ssize_t ncolumns = PyTuple_GET_SIZE(codes);
@@ -167,7 +169,7 @@ partition_keys(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "need 0 <= cell_bits <= 24");
         return NULL;
     }
-    Py_buffer views[MAX_COLUMNS + 5];
+    Py_buffer views[MAX_COLUMNS + 6];
     int held = 0;
     PyObject *result = NULL;
     int64_t *counts = NULL;
@@ -217,7 +219,8 @@ partition_keys(PyObject *self, PyObject *args)
     }
     Py_buffer *keys_view = take_buffer(keys_obj, views, &held, 1, 4, "IL", "keys", "uint32");
     if (keys_view == NULL) goto done;
-    if (keys_view->len / 4 != n) {
+    const int given_room = room_obj != Py_None;
+    if (!given_room && keys_view->len / 4 != n) {
         PyErr_SetString(PyExc_ValueError, "keys must have room for one key per row");
         goto done;
     }
@@ -244,6 +247,26 @@ partition_keys(PyObject *self, PyObject *args)
     }
     int64_t *limits = counts + chunks + 1;
     int64_t *tallies = limits + chunks + 1;
+    /* The room of each chunk, when the caller gives it (estimated from a sample of the
+     * units): pass 1 is skipped, and a chunk with more rows than its room ends the call
+     * with False, nothing else being wrong. */
+    if (given_room) {
+        Py_buffer *room = take_buffer(room_obj, views, &held, 0, 8, "lqn", "room", "int64");
+        if (room == NULL) goto done;
+        if (room->len / 8 != chunks) {
+            PyErr_SetString(PyExc_ValueError, "room must have one entry per chunk");
+            goto done;
+        }
+        const int64_t *rooms = room->buf;
+        for (Py_ssize_t k = 0; k < chunks; k++) {
+            const int64_t r = rooms[k];
+            if (r < 0 || r > (int64_t)(keys_view->len / 4) - counts[k]) {
+                PyErr_SetString(PyExc_ValueError, "the chunks' room must fit in the keys");
+                goto done;
+            }
+            counts[k + 1] = counts[k] + r;
+        }
+    }
     const int64_t first = first_unit;
     const int chunk_bits = 32 - cell_bits;
     const uint32_t low_mask = chunk_bits == 32 ? 0xFFFFFFFFu : ((uint32_t)1 << chunk_bits) - 1;
@@ -253,9 +276,9 @@ partition_keys(PyObject *self, PyObject *args)
     int64_t *offsets = offsets_view->buf, *ends = ends_view->buf;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    /* Pass 1: rows per chunk, from the units alone (a row in no cell leaves its room
-     * unused), and the check of every unit code. Chunks of 2**16 units (tables of up to
-     * 2**16 cells) have their own loop, with a constant shift. */
+    /* Pass 1 (without a given room): rows per chunk, from the units alone (a row in no
+     * cell leaves its room unused), and the check of every unit code. Chunks of 2**16
+     * units (tables of up to 2**16 cells) have their own loop, with a constant shift. */
 #define COUNT_UNITS(type, shift)                                                \
     do {                                                                        \
         const type *units_at = (const type *)u;                                 \
@@ -267,21 +290,23 @@ partition_keys(PyObject *self, PyObject *args)
             tallies[(slot << 2) | (i & 3)]++;                                   \
         }                                                                       \
     } while (0)
-    BY_ID_TYPE_AND_SHIFT(COUNT_UNITS);
-#undef COUNT_UNITS
-    for (Py_ssize_t k = 1; k <= chunks + 1; k++) {
-        const int64_t *tally = tallies + (k << 2);
-        const int64_t rows = tally[0] + tally[1] + tally[2] + tally[3];
-        if (k <= chunks) {
-            counts[k] = rows;
-        } else {
-            bad = rows > 0; /* a unit beyond the chunks */
+    if (!given_room) {
+        BY_ID_TYPE_AND_SHIFT(COUNT_UNITS);
+        for (Py_ssize_t k = 1; k <= chunks + 1; k++) {
+            const int64_t *tally = tallies + (k << 2);
+            const int64_t rows = tally[0] + tally[1] + tally[2] + tally[3];
+            if (k <= chunks) {
+                counts[k] = rows;
+            } else {
+                bad = rows > 0; /* a unit beyond the chunks */
+            }
         }
-    }
-    if (!bad) {
-        for (Py_ssize_t k = 0; k < chunks; k++) {
+        for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
             counts[k + 1] += counts[k];
         }
+    }
+#undef COUNT_UNITS
+    if (!bad) {
         for (Py_ssize_t k = 0; k <= chunks; k++) {
             limits[k] = counts[k];
         }
@@ -310,7 +335,9 @@ partition_keys(PyObject *self, PyObject *args)
             const uint64_t unit = (uint64_t)id - (uint64_t)first;                   \
             const int64_t chunk = (int64_t)(unit >> (shift));                       \
             if (chunk >= chunks || counts[chunk] >= limits[chunk + 1]) {            \
-                bad = 1; /* the units changed since they were counted */            \
+                /* a unit beyond the chunks, or a chunk past its room: given, the  \
+                 * room was too small; counted, the units changed since */          \
+                bad = chunk < chunks && given_room ? 6 : 1;                         \
                 break;                                                              \
             }                                                                       \
             const uint32_t low = (uint32_t)unit & low_mask;                         \
@@ -330,13 +357,18 @@ partition_keys(PyObject *self, PyObject *args)
             ends[k] = counts[k];
         }
     }
+    if (bad == 6) { /* the given room was too small: the caller counts the rows */
+        Py_INCREF(Py_False);
+        result = Py_False;
+        goto done;
+    }
     if (bad) {
         PyErr_SetString(PyExc_ValueError, bad == 1 ? "a unit code beyond the chunks"
                                                    : "a code beyond its domain");
         goto done;
     }
-    Py_INCREF(Py_None);
-    result = Py_None;
+    Py_INCREF(Py_True);
+    result = Py_True;
 done:
     free(counts);
     for (int i = 0; i < held; i++) {

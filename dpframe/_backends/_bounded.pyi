@@ -15,9 +15,11 @@ def partition_keys(
     keys: NDArray[np.uint32],
     offsets: NDArray[np.int64],
     ends: NDArray[np.int64],
+    room: NDArray[np.int64] | None = None,
     /,
-) -> None:
-    """Write each row's 32-bit (unit, cell) key into its chunk of units."""
+) -> bool:
+    """Write each row's 32-bit (unit, cell) key into its chunk of units; False when a
+    chunk has more rows than the room given it."""
 
 def add_bounded_counts(
     keys: NDArray[np.uint32],

@@ -663,24 +663,26 @@ def bounded_count_table(
     sensitivities of :class:`ContributionBounds`.
 
     **How.** When the cells fit in 24 bits, each row becomes a 32-bit key, its unit in
-    the high bits and its cell in the low ones, written by compiled code (a pass
-    counting the rows of each chunk of ``2**(32 - cell bits)`` units, then one computing
-    cell numbers and scattering the keys; ids are read as ``id - first_unit``, so dense
-    integer ids need no array of codes); numpy sorts each chunk (32-bit keys sort about
-    twice as fast as 64-bit ones), and one flat compiled pass over the sorted keys adds
-    each unit's bounded rows (the first ``max_groups`` cells of each unit) and writes,
-    for each cell of the unit it reads, the cell and its first row in a slot; a unit
-    found in more than ``max_groups`` cells then keeps a uniformly random subset of its
-    cells instead, from its slots: Floyd's algorithm picks the smaller of the kept and
-    the dropped cells, with Lemire's exact uniform integers, from words the kernel asks
-    ``source`` for, ``2**16`` at a time, only once a unit must choose, and only the
-    cells whose fate differs from what the pass added are changed (at most ``2 *
-    max_groups`` additions, whatever the unit's rows). Memory: 4 bytes per row, and 13
+    the high bits and its cell in the low ones, written by compiled code (the room of
+    each chunk of ``2**(32 - cell bits)`` units estimated from a systematic sample of
+    about ``2**17`` ids, with slack, or counted in a first pass where the slack would be
+    large or a chunk overflows; then one pass computing cell numbers and scattering the
+    keys; ids are read as ``id - first_unit``, so dense integer ids need no array of
+    codes); numpy sorts each chunk (32-bit keys sort about twice as fast as 64-bit
+    ones), and one flat compiled pass over the sorted keys adds each unit's bounded rows
+    (the first ``max_groups`` cells of each unit) and writes, for each cell of the unit
+    it reads, the cell and its first row in a slot; a unit found in more than
+    ``max_groups`` cells then keeps a uniformly random subset of its cells instead, from
+    its slots: Floyd's algorithm picks the smaller of the kept and the dropped cells,
+    with Lemire's exact uniform integers, from words the kernel asks ``source`` for,
+    ``2**16`` at a time, only once a unit must choose, and only the cells whose fate
+    differs from what the pass added are changed (at most ``2 * max_groups`` additions,
+    whatever the unit's rows). Memory: 4 bytes per row (up to 5 with the slack), and 13
     per cell of the unit with the most cells (up to twice that: the room doubles).
     Larger tables (or sparse unit codes) build the mask (:func:`contribution_mask`) and
-    count the kept rows. Running time and the
-    number of words drawn depend on the structure of the data (how many units exceed
-    ``max_groups``) and on the draws, never on values.
+    count the kept rows. Running time and the number of words drawn depend on the
+    structure of the data (how many units exceed ``max_groups``) and on the draws, never
+    on values.
 
     Examples
     --------
@@ -724,13 +726,16 @@ def bounded_count_table(
         return _counted_mask(unit_codes, cells, cell_count, bounds, source, mask)
     chunk_bits = min(32 - cell_bits, _CHUNK_UNIT_BITS)
     chunks = max(1, -(-unit_count >> chunk_bits))  # ceil(units / units per chunk)
-    keys = np.empty(n, dtype=np.uint32)
+    unit_codes = np.ascontiguousarray(unit_codes)
     offsets = np.empty(chunks + 1, dtype=np.int64)
     ends = np.empty(chunks, dtype=np.int64)
-    _bounded.partition_keys(
-        np.ascontiguousarray(unit_codes), first_unit, tuple(columns), tuple(counts), mask,
-        32 - chunk_bits, keys, offsets, ends,
-    )  # fmt: skip
+    partition = (unit_codes, first_unit, tuple(columns), tuple(counts), mask, 32 - chunk_bits)
+    room = _chunk_room(unit_codes, first_unit, chunk_bits, chunks)
+    keys = np.empty(n if room is None else int(room.sum()), dtype=np.uint32)
+    if room is None or not _bounded.partition_keys(*partition, keys, offsets, ends, room):
+        # The estimate fell short (or was not made): count each chunk's rows first.
+        keys = keys[:n] if len(keys) >= n else np.empty(n, dtype=np.uint32)
+        _bounded.partition_keys(*partition, keys, offsets, ends)
     for chunk in range(chunks):  # numpy's vectorized sort, a chunk of units at a time
         keys[offsets[chunk] : ends[chunk]].sort()
     _bounded.add_bounded_counts(
@@ -741,13 +746,40 @@ def bounded_count_table(
 
 
 # Tables of up to 2**24 cells are counted from 32-bit (unit, cell) keys; the rest of the
-# 32 bits number units within a chunk, at most 2**14 per chunk (~160K keys on 10 rows per
-# unit: a chunk sorts within the CPU's cache).
+# 32 bits number units within a chunk, at most 2**16 per chunk (~650K keys on 10 rows per
+# unit: a chunk sorts within the CPU's cache; 2**14 was no faster end to end).
 _FUSED_CELL_BITS = 24
 _CHUNK_UNIT_BITS = 16
 # Words the counts kernel asks its source for at a time (512 KiB), only once a unit has
 # more than max_groups cells: a unit's choice takes one 32-bit half per cell picked.
 _WORD_BATCH = 2**16
+
+
+def _chunk_room(
+    ids: Codes, first_unit: int, chunk_bits: int, chunks: int
+) -> NDArray[np.int64] | None:
+    """Room for each chunk's keys, from the chunks of a systematic sample of the ids
+    (every ``len(ids) // 2**17``-th), so that partition_keys need not count every row's
+    chunk first; None (count them) where the slack would take over a quarter more room.
+
+    Each chunk's estimate has a standard deviation of about ``sqrt(rows * step)`` where
+    rows are in random order, and far less where they are sorted: the room adds 3% and
+    four of those. A chunk that still overflows makes partition_keys say so, and the rows
+    are counted; only the speed depends on the sample.
+    """
+    n = len(ids)
+    step = max(1, n >> _SAMPLE_BITS)
+    sample = ids[::step].astype(np.int64) - np.int64(first_unit)
+    sample = sample[sample >= 0]  # ids below first_unit have no unit: no room
+    per_chunk = np.bincount(sample >> chunk_bits, minlength=chunks)[:chunks]
+    estimate = per_chunk * (n / max(len(ids[::step]), 1))
+    room = np.ceil(1.03 * estimate + 4 * np.sqrt((estimate + 1) * step) + 64).astype(np.int64)
+    total = int(room.sum())
+    return room if total <= 1.25 * n + 4096 else None
+
+
+# Rows sampled, about, to estimate the room of each chunk (2**17: under a millisecond).
+_SAMPLE_BITS = 17
 
 
 def _codes_from(ids: Codes, first_unit: int) -> Codes:
