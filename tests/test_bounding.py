@@ -721,6 +721,31 @@ def test_bounded_counts_read_ids_from_first_unit(dtype: type, first: int) -> Non
         assert got.tolist() == expected.tolist()
 
 
+def test_bounded_counts_take_the_unit_count_from_the_caller() -> None:
+    # Given, it is not read from the ids again: the same table; too small (ids beyond
+    # the chunks it makes), an error from the kernel, never a write out of bounds.
+    rng = np.random.default_rng()
+    ids, cells = rng.integers(5, 200_005, 50_000), rng.integers(0, 30, 50_000)
+    args = ([cells], [30])
+    expected = bounded_count_table(
+        ids, *args, max_rows=3, max_groups=30, source=bit_source(None), first_unit=5
+    )
+    got = bounded_count_table(
+        ids, *args, max_rows=3, max_groups=30, source=bit_source(None), first_unit=5,
+        unit_count=200_000,
+    )  # fmt: skip
+    assert got.tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="beyond the chunks"):
+        bounded_count_table(
+            ids, *args, max_rows=3, max_groups=30, source=bit_source(None), first_unit=5,
+            unit_count=1_000,
+        )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="unit_count"):
+        bounded_count_table(
+            ids, *args, max_rows=3, max_groups=30, source=bit_source(None), unit_count=-1
+        )
+
+
 def test_bounded_counts_refuse_a_first_unit_far_below_the_ids() -> None:
     ids = np.array([0, 2**62, 2**62 + 1])
     for first in (-(2**62), -(2**63) - 1, 2**63):
@@ -910,7 +935,7 @@ def test_a_unit_chooses_from_the_keys_the_pass_read() -> None:
     # it changed the keys of the unit choosing, the walk that adds the kept cells read
     # other keys than the pass had counted, and returned a wrong (even negative) count.
     for _ in range(50):
-        keys, table = np.array([0, 1, 2], np.uint32), np.zeros(4, np.int64)
+        keys, table = np.array([0, 1, 2], np.uint32), np.zeros(2**8, np.int64)
 
         def draw(n: int, keys: NDArray[np.uint32] = keys) -> NDArray[np.uint64]:
             keys[:] = 3
@@ -921,7 +946,7 @@ def test_a_unit_chooses_from_the_keys_the_pass_read() -> None:
         )
         assert chosen == 1
         assert sorted(table[:3].tolist()) == [0, 1, 1]
-        assert table[3] == 0
+        assert not table[3:].any()
 
 
 def _words(n: int) -> NDArray[np.uint64]:
@@ -958,10 +983,10 @@ KEYS = np.arange(4, dtype=np.uint32)  # with cell_bits=2: unit 0, in cells 0, 1,
         ),  # a chunk past the keys
         lambda: _bounded.add_bounded_counts(
             KEYS, np.array([0, 4]), np.array([4]), 2, 1, 10, np.zeros(2, np.int64), _words, 8
-        ),  # a cell beyond the table
+        ),  # a table of fewer than 2**cell_bits cells
         lambda: _bounded.add_bounded_counts(
             KEYS, np.array([0, 4]), np.array([4]), 2, 1, 1, np.zeros(2, np.int64), _words, 8
-        ),  # a cell beyond the table, in a unit over max_groups
+        ),  # the same, in a unit over max_groups
         lambda: _bounded.add_bounded_counts(
             KEYS, np.array([0, 4]), np.array([4]), 2, 1, 1, np.zeros(4, np.int64), _words, 0
         ),  # no words at a time

@@ -617,13 +617,13 @@ choose_cells(unit_scratch *scratch, int64_t stop, int64_t max_rows, int64_t max_
         const uint64_t every = groups == 64 ? ~(uint64_t)0 : ((uint64_t)1 << groups) - 1;
         const uint64_t kept = keep_picked ? picked : every & ~picked;
         const uint64_t added = ((uint64_t)1 << max_groups) - 1; /* max_groups < 64 */
-        for (uint64_t more = kept & ~added; more; more &= more - 1) {
-            const int64_t p = LOWEST_BIT(more);
-            table[CELL_OF(starts[p])] += counted_in(starts, p, groups, stop, max_rows);
-        }
-        for (uint64_t less = added & ~kept; less; less &= less - 1) {
-            const int64_t p = LOWEST_BIT(less);
-            table[CELL_OF(starts[p])] -= counted_in(starts, p, groups, stop, max_rows);
+        /* One loop over the cells that change: kept and not added (add), or added and
+         * not kept (take back), the sign a mask. */
+        for (uint64_t change = kept ^ added; change; change &= change - 1) {
+            const int64_t p = LOWEST_BIT(change);
+            const uint64_t back = ((added >> p) & 1) ? ~(uint64_t)0 : 0;
+            const uint64_t rows = counted_in(starts, p, groups, stop, max_rows);
+            table[CELL_OF(starts[p])] += (rows ^ back) - back; /* rows, or -rows */
         }
         return 0;
     }
@@ -730,6 +730,10 @@ add_bounded_counts(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "one end per chunk");
         goto done;
     }
+    if (cells < ((int64_t)1 << cell_bits)) { /* then no row's cell needs checking */
+        PyErr_SetString(PyExc_ValueError, "the table must have 2**cell_bits cells");
+        goto done;
+    }
     if ((uint64_t)n >> (64 - CELL_SHIFT)) { /* a slot holds a row below 2**40 */
         PyErr_SetString(PyExc_ValueError, "at most 2**40 keys");
         goto done;
@@ -781,11 +785,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
             groups = (groups & -same_unit) + new_cell; /* 1 at a new unit */
             rank = (rank + 1) & (new_cell - 1);        /* 0 at a new cell */
             previous = key;
-            const uint32_t cell = key & cell_mask;
-            if (cell >= cells) {
-                bad = 2;
-                break;
-            }
+            const uint32_t cell = key & cell_mask; /* within the table: checked above */
             table[cell] += (rank < max_rows) & (groups <= max_groups);
             if (groups > room) { /* rare: a unit with more cells than any before */
                 if (grow_scratch(&scratch, groups) < 0) {
@@ -808,7 +808,7 @@ add_bounded_counts(PyObject *self, PyObject *args)
         if (bad == 5) {
             PyErr_NoMemory();
         } else {
-            PyErr_SetString(PyExc_ValueError, bad == 2 ? "a cell beyond the table"
+            PyErr_SetString(PyExc_ValueError, bad == 2 ? "a unit with more than 2**32 cells"
                                                        : "a chunk's keys beyond the keys");
         }
     }

@@ -605,6 +605,7 @@ def bounded_count_table(
     source: BitSource,
     mask: NDArray[np.bool_] | None = None,
     first_unit: int = 0,
+    unit_count: int | None = None,
 ) -> NDArray[np.int64]:
     """Rows per cell after contribution bounding, without building the mask of kept rows.
 
@@ -635,6 +636,9 @@ def bounded_count_table(
         Rows to consider (a ``where=`` filter); the others are in no cell.
     first_unit : int, default 0
         The id of unit code 0 (see ``units``).
+    unit_count : int, optional
+        The largest id minus ``first_unit``, plus one, when the caller knows it (it is
+        then not read from the ids again). A unit code at or beyond it is an error.
 
     Returns
     -------
@@ -712,7 +716,11 @@ def bounded_count_table(
     if n == 0 or cell_count == 0:
         return table
     first_unit = operator.index(first_unit)
-    unit_count = int(unit_codes.max()) - first_unit + 1
+    if unit_count is None:
+        unit_count = int(unit_codes.max()) - first_unit + 1
+    elif operator.index(unit_count) < 0:
+        raise InvalidParameterError("unit_count must not be negative.")
+    unit_count = operator.index(unit_count)
     if first_unit and not (-(2**63) <= first_unit < 2**63 and unit_count <= 2**62):
         raise InvalidParameterError(
             "first_unit must be an int64 at most 2**62 below the largest unit id."
@@ -738,11 +746,14 @@ def bounded_count_table(
         _bounded.partition_keys(*partition, keys, offsets, ends)
     for chunk in range(chunks):  # numpy's vectorized sort, a chunk of units at a time
         keys[offsets[chunk] : ends[chunk]].sort()
+    # A cell for every value of a key's cell bits: the kernel need not check each row's.
+    key_cells = 1 << (32 - chunk_bits)
+    every = table if cell_count == key_cells else np.zeros(key_cells, np.int64)
     _bounded.add_bounded_counts(
-        keys, offsets, ends, 32 - chunk_bits, bounds.max_rows, bounds.max_groups, table,
+        keys, offsets, ends, 32 - chunk_bits, bounds.max_rows, bounds.max_groups, every,
         source.words, _WORD_BATCH,
     )  # fmt: skip
-    return table
+    return every if every is table else every[:cell_count].copy()
 
 
 # Tables of up to 2**24 cells are counted from 32-bit (unit, cell) keys; the rest of the

@@ -215,6 +215,7 @@ class _BoundedCounts:
             source=bit_source(self._rng),
             mask=given,
             first_unit=ids.first,
+            unit_count=ids.unit_count,
         )
 
 
