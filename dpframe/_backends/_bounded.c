@@ -65,13 +65,25 @@
         }                                                                       \
     } while (0)
 
+/* VECTOR_CLONES: a function compiled twice, for AVX2 and for the baseline, gcc's loader
+ * picking the one the CPU runs (glibc's ifunc, x86-64 Linux); elsewhere compiled once.
+ * Integer code only: both versions compute the same. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef VECTOR_CLONES
+#define VECTOR_CLONES
+#endif
+
 /* Cell numbers of rows [start, start + n), below 2**24 (MAX_CELL_BITS): -1 for a row
  * with a missing code (any negative one); returns -1 if a code is beyond its domain.
  * Each column's loop is branch-free in the code's own type, so the compiler vectorizes
  * it; a block with a missing code (rare) is fixed in a second pass. Sums are taken in
  * uint32 (a code beyond its domain may overflow before it is found: no undefined
  * behaviour, and the block is refused). */
-static int
+VECTOR_CLONES static int
 block_cells(const code_column *columns, Py_ssize_t ncolumns, Py_ssize_t start, Py_ssize_t n,
             int32_t *cells)
 {
