@@ -247,6 +247,22 @@ def test_keeps_every_row_reads_ids_from_first_unit(dtype: type, first: int) -> N
     assert not keeps_every_row(ids, cell_count=9, max_rows=5, max_groups=5, first_unit=first)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 31, 33, 1_000, 100_001])
+def test_id_range_is_numpys_min_and_max(n: int) -> None:
+    # One pass (vectorized where the CPU allows) for the pandas backend's int32 unit ids;
+    # lengths around vector widths, and the extremes of int32.
+    rng = np.random.default_rng()
+    for _ in range(20):
+        ids = rng.integers(-(2**31), 2**31, n).astype(np.int32)
+        if n > 2:
+            ids[rng.integers(0, n, 2)] = [-(2**31), 2**31 - 1]
+        assert _bounded.id_range(ids) == (int(ids.min()), int(ids.max()))
+    with pytest.raises(ValueError, match="empty"):
+        _bounded.id_range(np.zeros(0, np.int32))
+    with pytest.raises(TypeError, match="int32"):
+        _bounded.id_range(np.zeros(3, np.int64))
+
+
 def test_units_within_refuses_an_id_beyond_the_units() -> None:
     # Called directly (keeps_every_row checks the smallest id first): an id below
     # first_unit is a row without a unit, never counted as within.

@@ -838,6 +838,48 @@ done:
     return result;
 }
 
+/* The smallest and the largest of n > 0 int32 ids, in one pass: the AVX2 version reads
+ * them as fast as memory gives them, about twice as fast as numpy's min and max (for
+ * int64, AVX2 has no min or max, and numpy's are faster). */
+VECTOR_CLONES static void
+range_of(const int32_t *ids, Py_ssize_t n, int32_t *lowest, int32_t *highest)
+{
+    int32_t lo = ids[0], hi = ids[0];
+    for (Py_ssize_t i = 1; i < n; i++) {
+        lo = ids[i] < lo ? ids[i] : lo;
+        hi = ids[i] > hi ? ids[i] : hi;
+    }
+    *lowest = lo;
+    *highest = hi;
+}
+
+/* id_range(ids) -> (smallest, largest) of a non-empty int32 array. */
+static PyObject *
+id_range(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_buffer views[1];
+    int held = 0;
+    PyObject *result = NULL;
+    Py_buffer *ids = take_buffer(arg, views, &held, 0, 4, "il", "ids", "int32");
+    if (ids == NULL) goto done;
+    const Py_ssize_t n = ids->len / 4;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "ids must not be empty");
+        goto done;
+    }
+    int32_t lowest, highest;
+    Py_BEGIN_ALLOW_THREADS
+    range_of(ids->buf, n, &lowest, &highest);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("ii", (int)lowest, (int)highest);
+done:
+    for (int i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    return result;
+}
+
 /* units_within(ids, first_unit, unit_count, limit) -> bool
  *
  * Whether every row has a unit (an id from first_unit to first_unit + unit_count - 1)
@@ -917,6 +959,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"id_range", id_range, METH_O,
+     "id_range(ids)\n--\n\nThe smallest and the largest of a non-empty int32 array."},
     {"units_within", units_within, METH_VARARGS,
      "units_within(ids, first_unit, unit_count, limit)\n--\n\n"
      "Whether every row has a unit and no unit has more than limit rows."},
