@@ -270,8 +270,8 @@ def test_units_within_refuses_an_id_beyond_the_units() -> None:
     assert _bounded.units_within(np.array([0, 0], np.int32), 0, 1, 2)
     with pytest.raises(ValueError, match="beyond the units"):
         _bounded.units_within(np.array([0, 1, 5], np.int64), 0, 3, 2)
-    with pytest.raises(ValueError, match="limit"):
-        _bounded.units_within(np.array([0], np.int64), 0, 1, 2**32)
+    with pytest.raises(ValueError, match="limit"):  # a four-byte counter would wrap
+        _bounded.units_within(np.array([0], np.int64), 0, 1, 2**32 - 1)
 
 
 # ---------------------------------------------------------------- uniformity
@@ -696,6 +696,52 @@ def test_bounded_counts_count_the_rows_when_the_sampled_room_falls_short() -> No
         units, [cells], [40], max_rows=n, max_groups=40, source=bit_source(None)
     )
     assert table.tolist() == np.bincount(cells, minlength=40).tolist()
+
+
+def test_bounded_counts_sample_no_room_for_ids_far_below_first_unit() -> None:
+    # Found by the kernel review: the sample subtracted first_unit before dropping the
+    # ids below it, and an id 2**63 below wrapped to a huge code (a petabyte bincount).
+    ids = np.array([1, 2, 2, -(2**63)])
+    for first in (1, 2**62):
+        table = bounded_count_table(
+            ids + (first - 1) * (ids > 0), [np.array([0, 1, 1, 0])], [2], max_rows=5,
+            max_groups=5, source=bit_source(None), first_unit=first,
+        )  # fmt: skip
+        assert table.tolist() == [1, 2]
+
+
+def test_a_short_unit_count_is_refused_whether_or_not_the_room_is_sampled() -> None:
+    # Found by the kernel review: a unit beyond the chunks in a row outside the mask was
+    # refused by the counting pass only; the sampled room skipped it. Both refuse now.
+    ids, cells = np.array([0, 1, 2, 70_000]), [np.zeros(4, np.int64)]
+    mask = np.array([True, True, True, False])
+    kwargs = {"max_rows": 1, "max_groups": 1, "mask": mask, "unit_count": 3}
+    with pytest.raises(ValueError, match="beyond the chunks"):
+        bounded_count_table(ids, cells, [1], source=bit_source(None), **kwargs)
+    with (
+        mock.patch.object(bounding, "_chunk_room", return_value=None),
+        pytest.raises(ValueError, match="beyond the chunks"),
+    ):
+        bounded_count_table(ids, cells, [1], source=bit_source(None), **kwargs)
+
+
+def test_the_kernels_refuse_unaligned_ids_and_the_wrapper_aligns_them() -> None:
+    # Found by the kernel review: a view one byte in is a misaligned int32 array, which
+    # the kernels read with undefined behaviour. They refuse it; the wrappers copy it.
+    raw = np.zeros(41, np.uint8)
+    raw[1:].view(np.int32)[:] = [0, 1, 1, 2, 3, 3, 3, 4, 5, 9]
+    ids = raw[1:].view(np.int32)
+    assert not ids.flags.aligned
+    with pytest.raises(ValueError, match="aligned"):
+        _bounded.id_range(ids)
+    with pytest.raises(ValueError, match="aligned"):
+        _bounded.units_within(ids, 0, 10, 3)
+    assert keeps_every_row(ids, cell_count=100, max_rows=3, max_groups=3)
+    assert not keeps_every_row(ids, cell_count=100, max_rows=2, max_groups=2)
+    table = bounded_count_table(
+        ids, [np.arange(10) % 2], [2], max_rows=9, max_groups=2, source=bit_source(None)
+    )
+    assert table.tolist() == [5, 5]
 
 
 def test_partition_keys_says_when_a_chunk_overflows_its_room() -> None:

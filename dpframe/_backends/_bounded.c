@@ -66,9 +66,11 @@
     } while (0)
 
 /* VECTOR_CLONES: a function compiled twice, for AVX2 and for the baseline, gcc's loader
- * picking the one the CPU runs (glibc's ifunc, x86-64 Linux); elsewhere compiled once.
+ * picking the one the CPU runs (glibc's ifunc, x86-64 Linux); elsewhere compiled once,
+ * as with -DVECTOR_CLONES= (the baseline alone).
  * Integer code only: both versions compute the same. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
+#if !defined(VECTOR_CLONES) && defined(__x86_64__) && defined(__linux__) &&                  \
+    defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
@@ -190,6 +192,10 @@ partition_keys(PyObject *self, PyObject *args)
         take_buffer(units_obj, views, &held, 0, 0, "ilqn", "units", "int32 or int64");
     if (units == NULL) goto done;
     const Py_ssize_t n = units->len / units->itemsize;
+    if ((uintptr_t)units->buf % (uintptr_t)units->itemsize) {
+        PyErr_SetString(PyExc_ValueError, "units must be aligned");
+        goto done;
+    }
     int64_t cell_count = 1;
     for (Py_ssize_t j = ncolumns - 1; j >= 0; j--) {
         if (get_buffer(PyTuple_GET_ITEM(codes, j), &views[held], 0, "codes") < 0) goto done;
@@ -203,6 +209,10 @@ partition_keys(PyObject *self, PyObject *args)
         }
         if (!signed_format(view) || view->len / view->itemsize != n) {
             PyErr_SetString(PyExc_TypeError, "codes must be signed integers, one per unit code");
+            goto done;
+        }
+        if ((uintptr_t)view->buf % (uintptr_t)view->itemsize) {
+            PyErr_SetString(PyExc_ValueError, "codes must be aligned");
             goto done;
         }
         columns[j].data = view->buf;
@@ -341,15 +351,22 @@ partition_keys(PyObject *self, PyObject *args)
         const type *units_at = (const type *)u + start;                             \
         for (Py_ssize_t r = 0; r < m; r++) {                                        \
             const int64_t id = units_at[r];                                         \
-            if (id < first || cells[r] < 0) {                                       \
+            if (id < first) {                                                       \
                 continue;                                                           \
             }                                                                       \
             const uint64_t unit = (uint64_t)id - (uint64_t)first;                   \
-            const int64_t chunk = (int64_t)(unit >> (shift));                       \
-            if (chunk >= chunks || counts[chunk] >= limits[chunk + 1]) {            \
-                /* a unit beyond the chunks, or a chunk past its room: given, the  \
-                 * room was too small; counted, the units changed since */          \
-                bad = chunk < chunks && given_room ? 6 : 1;                         \
+            const uint64_t chunk = unit >> (shift);                                 \
+            /* a unit beyond the chunks, in a cell or not (as pass 1 finds it) */   \
+            if (chunk >= (uint64_t)chunks) {                                        \
+                bad = 1;                                                            \
+                break;                                                              \
+            }                                                                       \
+            if (cells[r] < 0) {                                                     \
+                continue;                                                           \
+            }                                                                       \
+            if (counts[chunk] >= limits[chunk + 1]) {                               \
+                /* given, the room was too small; counted, the units changed */     \
+                bad = given_room ? 6 : 1;                                           \
                 break;                                                              \
             }                                                                       \
             const uint32_t low = (uint32_t)unit & low_mask;                         \
@@ -863,6 +880,10 @@ id_range(PyObject *self, PyObject *arg)
     PyObject *result = NULL;
     Py_buffer *ids = take_buffer(arg, views, &held, 0, 4, "il", "ids", "int32");
     if (ids == NULL) goto done;
+    if ((uintptr_t)ids->buf % 4) {
+        PyErr_SetString(PyExc_ValueError, "ids must be aligned");
+        goto done;
+    }
     const Py_ssize_t n = ids->len / 4;
     if (n == 0) {
         PyErr_SetString(PyExc_ValueError, "ids must not be empty");
@@ -883,7 +904,7 @@ done:
 /* units_within(ids, first_unit, unit_count, limit) -> bool
  *
  * Whether every row has a unit (an id from first_unit to first_unit + unit_count - 1)
- * and no unit has more than `limit` rows (0 <= limit < 2**32). Counters of one byte
+ * and no unit has more than `limit` rows (0 <= limit < 2**32 - 1). Counters of one byte
  * when limit < 255 (a table of unit_count bytes stays in cache; a counter that wraps
  * past 255 has passed the limit already), else of four. An id beyond the units is an
  * error. */
@@ -897,8 +918,9 @@ units_within(PyObject *self, PyObject *args)
                           &limit)) {
         return NULL;
     }
-    if (unit_count < 0 || limit < 0 || limit >= ((long long)1 << 32)) {
-        PyErr_SetString(PyExc_ValueError, "need unit_count >= 0 and 0 <= limit < 2**32");
+    if (unit_count < 0 || limit < 0 || limit >= ((long long)1 << 32) - 1) {
+        /* below 2**32 - 1: a four-byte counter passes the limit before it wraps */
+        PyErr_SetString(PyExc_ValueError, "need unit_count >= 0 and 0 <= limit < 2**32 - 1");
         return NULL;
     }
     Py_buffer views[1];
@@ -906,6 +928,10 @@ units_within(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     Py_buffer *ids = take_buffer(ids_obj, views, &held, 0, 0, "ilqn", "ids", "int32 or int64");
     if (ids == NULL) goto done;
+    if ((uintptr_t)ids->buf % (uintptr_t)ids->itemsize) {
+        PyErr_SetString(PyExc_ValueError, "ids must be aligned");
+        goto done;
+    }
     const Py_ssize_t n = ids->len / ids->itemsize;
     const size_t width = limit < 255 ? 1 : 4;
     void *counters = calloc((size_t)unit_count + 1, width);

@@ -445,7 +445,7 @@ def keeps_every_row(
     unit exceeds it, and the answer is False at once) or the codes are sparse (False:
     the mask makes them dense). Compiled code counts int32 and int64 ids with a byte per
     unit when the limit is below 255 (a table that stays in cache; four bytes up to
-    ``2**32``), reading every row whatever it finds: the running time depends on the
+    ``2**32 - 1``), reading every row whatever it finds: the running time depends on the
     number of rows and units only.
 
     Examples
@@ -471,8 +471,9 @@ def keeps_every_row(
     limit = bounds.rows_always_kept(cell_count)
     if n > limit * unit_count or unit_count > _DENSE_FACTOR * n + 1024:
         return False
-    if ids.dtype in (np.int32, np.int64) and limit < 2**32:
-        return bool(_bounded.units_within(np.ascontiguousarray(ids), first_unit, unit_count, limit))
+    if ids.dtype in (np.int32, np.int64) and limit < 2**32 - 1:
+        aligned = np.require(ids, requirements=["C", "A"])
+        return bool(_bounded.units_within(aligned, first_unit, unit_count, limit))
     codes = _codes_from(ids, first_unit)
     return int(_rows_per_unit(codes, None, unit_count).max()) <= limit
 
@@ -701,7 +702,7 @@ def bounded_count_table(
     unit_codes, _, bounds = _validated(units, None, max_rows, max_groups, source)
     n = len(unit_codes)
     # The kernels read contiguous buffers (a frame's iloc[::2] gives strided codes).
-    columns = [np.ascontiguousarray(_code_array(c, "codes")) for c in codes]
+    columns = [_aligned(_code_array(c, "codes")) for c in codes]
     counts = [int(size) for size in sizes]
     if len(columns) != len(counts) or any(c.shape != (n,) for c in columns):
         raise InvalidParameterError(
@@ -734,7 +735,7 @@ def bounded_count_table(
         return _counted_mask(unit_codes, cells, cell_count, bounds, source, mask)
     chunk_bits = min(32 - cell_bits, _CHUNK_UNIT_BITS)
     chunks = max(1, -(-unit_count >> chunk_bits))  # ceil(units / units per chunk)
-    unit_codes = np.ascontiguousarray(unit_codes)
+    unit_codes = _aligned(unit_codes)
     offsets = np.empty(chunks + 1, dtype=np.int64)
     ends = np.empty(chunks, dtype=np.int64)
     partition = (unit_codes, first_unit, tuple(columns), tuple(counts), mask, 32 - chunk_bits)
@@ -766,6 +767,12 @@ _CHUNK_UNIT_BITS = 16
 _WORD_BATCH = 2**16
 
 
+def _aligned(values: NDArray[Any]) -> NDArray[Any]:
+    """``values`` contiguous and aligned, as the compiled kernels read them (a view of
+    bytes, or ``df.iloc[::2]``, may be neither): a copy only when they are not."""
+    return np.require(values, requirements=["C", "A"])
+
+
 def _chunk_room(
     ids: Codes, first_unit: int, chunk_bits: int, chunks: int
 ) -> NDArray[np.int64] | None:
@@ -780,10 +787,14 @@ def _chunk_room(
     """
     n = len(ids)
     step = max(1, n >> _SAMPLE_BITS)
-    sample = ids[::step].astype(np.int64) - np.int64(first_unit)
-    sample = sample[sample >= 0]  # ids below first_unit have no unit: no room
-    per_chunk = np.bincount(sample >> chunk_bits, minlength=chunks)[:chunks]
-    estimate = per_chunk * (n / max(len(ids[::step]), 1))
+    every = ids[::step]
+    sample = every[every >= first_unit]  # ids below first_unit have no unit: no room
+    # The unit codes as uint64 (exact for ids at or above first_unit, whatever their
+    # range); codes beyond the chunks get no room (the kernel refuses them).
+    codes = sample.astype(np.uint64) - np.uint64(first_unit % 2**64)
+    chunk_of = codes >> np.uint64(chunk_bits)
+    per_chunk = np.bincount(chunk_of[chunk_of < chunks].astype(np.intp), minlength=chunks)
+    estimate = per_chunk * (n / max(len(every), 1))
     room = np.ceil(1.03 * estimate + 4 * np.sqrt((estimate + 1) * step) + 64).astype(np.int64)
     total = int(room.sum())
     return room if total <= 1.25 * n + 4096 else None
