@@ -257,6 +257,9 @@ def test_id_range_is_numpys_min_and_max(n: int) -> None:
         if n > 2:
             ids[rng.integers(0, n, 2)] = [-(2**31), 2**31 - 1]
         assert _bounded.id_range(ids) == (int(ids.min()), int(ids.max()))
+    # The wrapper: the same for int32, and numpy's for other ids and misaligned views.
+    for values in (ids, ids.astype(np.int64), ids.astype(np.int16), ids[::2]):
+        assert bounding.id_range(values) == (int(values.min()), int(values.max()))
     with pytest.raises(ValueError, match="empty"):
         _bounded.id_range(np.zeros(0, np.int32))
     with pytest.raises(TypeError, match="int32"):

@@ -780,9 +780,9 @@ add_bounded_counts(PyObject *self, PyObject *args)
     /* One flat pass over each chunk's sorted keys (no inner loop per unit, whose exits
      * the CPU would mispredict once a unit): a row's rank in its cell counts the equal
      * keys before it, and it adds 1 when its rank is below max_rows and its cell is
-     * among the unit's first max_groups. Each row also records, in its cell's slot of
-     * the scratch, the cell and the rows counted there so far; a unit found over
-     * max_groups then chooses which cells it keeps from the slots (choose_cells). */
+     * among the unit's first max_groups. Each row also writes its cell's slot in the
+     * scratch (the cell's first row and number); a unit found over max_groups then
+     * chooses which cells it keeps from its slots (choose_cells). */
     for (Py_ssize_t k = 0; k < chunks && !bad; k++) {
         /* Read once and checked where used: the arrays may change under us. */
         const Py_ssize_t end = ends[k];

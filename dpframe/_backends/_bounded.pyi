@@ -40,5 +40,5 @@ def add_bounded_counts(
 def units_within(ids: NDArray[np.integer], first_unit: int, unit_count: int, limit: int, /) -> bool:
     """Whether every row has a unit and no unit has more than limit rows."""
 
-def id_range(ids: NDArray[np.int32], /) -> tuple[int, int]:
+def id_range(ids: NDArray[np.integer], /) -> tuple[int, int]:
     """The smallest and the largest of a non-empty int32 array."""

@@ -74,6 +74,7 @@ __all__ = [
     "bounded_count_table",
     "cell_numbers",
     "contribution_mask",
+    "id_range",
     "keeps_every_row",
     "unit_presence_mask",
     "units_to_check",
@@ -394,6 +395,42 @@ def units_to_check(
     return np.asarray(per_unit > bounds.rows_always_kept(cell_count))
 
 
+def id_range(ids: NDArray[np.integer[Any]]) -> tuple[int, int]:
+    """The smallest and the largest of a non-empty integer array, in one pass where it can.
+
+    Parameters
+    ----------
+    ids : numpy.ndarray of int
+        Integer ids (a privacy unit's column), at least one.
+
+    Returns
+    -------
+    tuple of int
+        ``(ids.min(), ids.max())``.
+
+    See Also
+    --------
+    keeps_every_row : Reads the ids' range to count their rows.
+
+    Notes
+    -----
+    Not a release: what it reads stays with the caller. Contiguous, aligned int32 ids
+    are read once by compiled code (an AVX2 version where the CPU has it: about twice
+    as fast as numpy's ``min`` and ``max``); other ids use numpy's two passes (for
+    int64, AVX2 has no minimum or maximum, and numpy's are faster).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpframe._backends.bounding import id_range
+    >>> id_range(np.array([7, -2, 5], dtype=np.int32))
+    (-2, 7)
+    """
+    if ids.dtype == np.int32 and ids.flags.c_contiguous and ids.flags.aligned:
+        return _bounded.id_range(ids)
+    return int(ids.min()), int(ids.max())
+
+
 def keeps_every_row(
     units: Codes,
     *,
@@ -464,7 +501,7 @@ def keeps_every_row(
     n = len(ids)
     if n == 0:
         return True
-    lowest, highest = int(ids.min()), int(ids.max())
+    lowest, highest = id_range(ids)
     if lowest < first_unit:
         return False  # a row without a unit
     unit_count = highest - first_unit + 1
@@ -639,7 +676,8 @@ def bounded_count_table(
         The id of unit code 0 (see ``units``).
     unit_count : int, optional
         The largest id minus ``first_unit``, plus one, when the caller knows it (it is
-        then not read from the ids again). A unit code at or beyond it is an error.
+        then not read from the ids again). A code beyond the chunks of units it makes
+        (``unit_count`` rounded up to whole chunks) is an error, in any row.
 
     Returns
     -------
@@ -719,9 +757,8 @@ def bounded_count_table(
     first_unit = operator.index(first_unit)
     if unit_count is None:
         unit_count = int(unit_codes.max()) - first_unit + 1
-    elif operator.index(unit_count) < 0:
+    elif (unit_count := operator.index(unit_count)) < 0:
         raise InvalidParameterError("unit_count must not be negative.")
-    unit_count = operator.index(unit_count)
     if first_unit and not (-(2**63) <= first_unit < 2**63 and unit_count <= 2**62):
         raise InvalidParameterError(
             "first_unit must be an int64 at most 2**62 below the largest unit id."

@@ -16,7 +16,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpframe import _attrs, _quantiles, _validation
-from dpframe._backends import Group, SumGrid, _bounded, bounding, kernels, register_backend
+from dpframe._backends import Group, SumGrid, bounding, kernels, register_backend
 from dpframe._backends.bounding import ContributionBounds
 from dpframe._ledger import Ledger
 from dpframe._random import bit_source
@@ -292,16 +292,12 @@ def unit_ids(frame: pd.DataFrame, unit: Sequence[ColumnLabel]) -> UnitIds:
             # Integer ids in a range of at most twice the rows are codes already (their
             # offset from the smallest): 10x faster than factorize, whose hashing dominates.
             values = column.to_numpy()
-            # Their smallest and largest in one pass where the kernel reads them, else two.
-            if values.dtype == np.int32 and values.flags.c_contiguous and values.flags.aligned:
-                lowest, highest = _bounded.id_range(values)
-            else:
-                lowest, highest = values.min(), values.max()
-            count = int(highest) - int(lowest) + 1
+            lowest, highest = bounding.id_range(values)
+            count = highest - lowest + 1
             if count <= 2 * len(values):  # so the offsets fit
                 if values.dtype not in (np.int32, np.int64):  # 8 or 16 bits, unsigned
                     return UnitIds(np.subtract(values, lowest, dtype=np.int64), 0, count)
-                return UnitIds(np.ascontiguousarray(values), int(lowest), count)
+                return UnitIds(np.ascontiguousarray(values), lowest, count)
         try:
             codes, uniques = pd.factorize(column, use_na_sentinel=True)
         except (TypeError, ValueError, NotImplementedError) as failed:  # lists, dicts
